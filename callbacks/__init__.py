@@ -1,0 +1,1 @@
+"""Lightning callbacks and trainer plugins shared by every litlab method."""

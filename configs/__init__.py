@@ -1,0 +1,1 @@
+"""The packaged Hydra config tree (found with ``pkg://litlab.configs``)."""

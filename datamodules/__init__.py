@@ -1,0 +1,1 @@
+"""LightningDataModules and seeded data generators, one module per family of papers."""

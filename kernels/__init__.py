@@ -1,0 +1,1 @@
+"""Fused or sparse compute kernels, each with a pure-torch reference beside it."""

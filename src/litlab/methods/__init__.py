@@ -1,0 +1,1 @@
+"""Paper methods: one sub-package per paper, with no Lightning in the math."""

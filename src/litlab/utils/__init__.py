@@ -1,0 +1,1 @@
+"""Utilities shared by the entry points: run folder, instantiation, errors."""
