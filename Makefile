@@ -1,0 +1,38 @@
+# Two commands on a fresh machine with Python 3.11:  make train  |  make test
+PYTHON ?= python3.11
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+ARGS ?=
+PYTEST_ARGS ?=
+
+.PHONY: install train test test-fast lint format bench
+
+$(STAMP): pyproject.toml setup.py
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+train: install  ## run the default experiment (a KAN fit, about a minute on a CPU)
+	$(BIN)/litlab-train $(ARGS)
+
+test: install  ## the whole test suite, slow claim tests included
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-fast: install  ## everything but the slow claim tests
+	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+bench: install  ## speed benchmarks (JSON under benchmarks/results/)
+	$(BIN)/python -m pip install --quiet -e ".[bench]"
+	for script in benchmarks/*.py; do $(BIN)/python $$script || exit 1; done

@@ -1,0 +1,79 @@
+"""``litlab-train``: fit an experiment, test it, and return ``optimized_metric`` for sweepers."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import hydra
+import lightning as L
+from omegaconf import DictConfig
+
+from litlab.utils import experiment as exp
+from litlab.utils.errors import run_reporting_errors
+
+log = logging.getLogger("litlab")
+
+
+def train(cfg: DictConfig) -> float | None:
+    """Fit ``cfg.model`` on ``cfg.data`` with ``cfg.trainer``, then test the best checkpoint."""
+    exp.check_launch(cfg)
+    output_dir = exp.prepare(cfg)
+    datamodule: L.LightningDataModule = hydra.utils.instantiate(cfg.data)
+    model: L.LightningModule = hydra.utils.instantiate(cfg.model)
+    trainer = exp.build_trainer(cfg)
+    try:
+        exp.log_hyperparameters(cfg, trainer, model)
+        trainer.fit(model, datamodule=datamodule, ckpt_path=exp.resolve_resume(cfg, output_dir), weights_only=True)
+        metrics = dict(trainer.callback_metrics)
+        if cfg.get("test"):
+            trainer.test(model, datamodule=datamodule, ckpt_path=_test_ckpt(cfg, trainer), weights_only=True)
+            metrics.update(trainer.callback_metrics)
+        value = exp.metric_value(metrics, cfg.get("optimized_metric"))
+    finally:
+        exp.finish_loggers(trainer)
+    if trainer.is_global_zero:
+        exp.write_results(output_dir, metrics, cfg.get("optimized_metric"), value)
+        _print_summary(output_dir, trainer, value, cfg.get("optimized_metric"))
+    return value
+
+
+def _test_ckpt(cfg: DictConfig, trainer: L.Trainer) -> str | None:
+    """The checkpoint to test: best if one was tracked, else the weights in memory."""
+    choice = cfg.get("test_ckpt")
+    callback = trainer.checkpoint_callback
+    if choice == "best":
+        best = getattr(callback, "best_model_path", "") if callback else ""
+        return best or None
+    if choice == "last":
+        last = getattr(callback, "last_model_path", "") if callback else ""
+        return last or None
+    return choice
+
+
+def _print_summary(output_dir: Path, trainer: L.Trainer, value: float | None, name: str | None) -> None:
+    lines = [f"run folder: {output_dir}"]
+    metrics_csv = sorted(output_dir.glob("csv/**/metrics.csv"))
+    if metrics_csv:
+        lines.append(f"  metrics:     {metrics_csv[0]}")
+    callback = trainer.checkpoint_callback
+    if callback is not None and getattr(callback, "last_model_path", ""):
+        lines.append(f"  checkpoint:  {callback.last_model_path}")
+        if callback.best_model_path:
+            lines.append(f"  best:        {callback.best_model_path}")
+    plots = output_dir / "plots"
+    if plots.exists():
+        lines.append(f"  plots:       {plots} ({len(list(plots.glob('*.png')))} png)")
+    if name:
+        lines.append(f"  {name} = {value:.6g}")
+    print("\n".join(lines), flush=True)
+
+
+@hydra.main(version_base="1.3", config_path="pkg://litlab.configs", config_name="train")
+def main(cfg: DictConfig) -> float | None:
+    """Console entry point: ``litlab-train experiment=<paper>/<name> [overrides]``."""
+    return run_reporting_errors(train, cfg)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,47 @@
+"""OmegaConf resolvers used by the packaged configs (registered once, on import of litlab.utils)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+RUN_ID_ENV = "LITLAB_RUN_ID"
+
+
+def default_run_id() -> str:
+    """SLURM job id (array-aware) under SLURM, else a timestamp fixed for this process tree.
+
+    The timestamp is stored in the environment so DDP children, which re-run the entry point,
+    resolve the same id as their parent.
+    """
+    if RUN_ID_ENV in os.environ:
+        return os.environ[RUN_ID_ENV]
+    array_job, array_task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
+    if array_job and array_task:
+        run_id = f"{array_job}_{array_task}"
+    elif os.environ.get("SLURM_JOB_ID"):
+        run_id = os.environ["SLURM_JOB_ID"]
+    else:
+        run_id = time.strftime("%Y-%m-%d_%H-%M-%S")
+    os.environ[RUN_ID_ENV] = run_id
+    return run_id
+
+
+def wandb_offline() -> bool:
+    """Log to wandb online only when the user has credentials (an API key or a ~/.netrc entry)."""
+    if os.environ.get("WANDB_MODE") in {"offline", "disabled"}:
+        return True
+    if os.environ.get("WANDB_API_KEY"):
+        return False
+    netrc = Path.home() / ".netrc"
+    return not (netrc.exists() and "api.wandb.ai" in netrc.read_text(errors="ignore"))
+
+
+def register_resolvers() -> None:
+    """Register the ``litlab.*`` resolvers; safe to call more than once."""
+    for name, fn in {"litlab.run_id": default_run_id, "litlab.wandb_offline": wandb_offline}.items():
+        if not OmegaConf.has_resolver(name):
+            OmegaConf.register_new_resolver(name, fn, use_cache=True)
