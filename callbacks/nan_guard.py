@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+
 import lightning as L
 import torch
 
@@ -23,7 +24,9 @@ class NonFiniteGuard(L.Callback):
     def __init__(self, check_every_n_steps: int = 1) -> None:
         self.check_every_n_steps = check_every_n_steps
 
-    def on_before_backward(self, trainer: L.Trainer, pl_module: L.LightningModule, loss: torch.Tensor) -> None:
+    def on_before_backward(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, loss: torch.Tensor
+    ) -> None:
         # Checked before backward, so the optimiser never applies a non-finite update.
         if trainer.global_step % self.check_every_n_steps:
             return

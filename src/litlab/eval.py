@@ -20,11 +20,15 @@ def check_checkpoint(path: str | Path) -> None:
     """Fail early, with a clear message, on a missing or unreadable checkpoint file."""
     path = Path(path)
     if not path.is_file():
-        raise LitlabError(f"ckpt_path={path} does not exist; give a .ckpt file from a run's checkpoints/ folder")
+        raise LitlabError(
+            f"ckpt_path={path} does not exist; give a .ckpt file from a run's checkpoints/ folder"
+        )
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception as error:
-        raise LitlabError(f"ckpt_path={path} is not a readable checkpoint ({error}); it may be corrupt") from error
+        raise LitlabError(
+            f"ckpt_path={path} is not a readable checkpoint ({error}); it may be corrupt"
+        ) from error
     if "state_dict" not in checkpoint:
         raise LitlabError(f"ckpt_path={path} has no state_dict; it is not a Lightning checkpoint")
 

@@ -24,7 +24,9 @@ def run_task(cfg: DictConfig) -> float | None:
     output_dir = exp.prepare(cfg)
     task = hydra.utils.instantiate(cfg.task)
     if not callable(task):
-        raise LitlabError(f"task {cfg.task.get('_target_')} is not callable; set _partial_: true in its config")
+        raise LitlabError(
+            f"task {cfg.task.get('_target_')} is not callable; set _partial_: true in its config"
+        )
     result: Any = task(output_dir=Path(output_dir))
     if isinstance(result, dict):
         return exp.metric_value(result, cfg.get("optimized_metric"))

@@ -24,7 +24,9 @@ def train(cfg: DictConfig) -> float | None:
     trainer = exp.build_trainer(cfg)
     try:
         exp.log_hyperparameters(cfg, trainer, model)
-        trainer.fit(model, datamodule=datamodule, ckpt_path=exp.resolve_resume(cfg, output_dir), weights_only=True)
+        trainer.fit(
+            model, datamodule=datamodule, ckpt_path=exp.resolve_resume(cfg, output_dir), weights_only=True
+        )
         metrics = dict(trainer.callback_metrics)
         if cfg.get("test"):
             trainer.test(model, datamodule=datamodule, ckpt_path=_test_ckpt(cfg, trainer), weights_only=True)

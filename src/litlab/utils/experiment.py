@@ -35,14 +35,20 @@ def check_launch(cfg: DictConfig) -> None:
         return
     hydra_cfg = HydraConfig.get()
     strategy = OmegaConf.select(cfg, "trainer.strategy")
-    strategy_name = strategy if isinstance(strategy, str) else str(OmegaConf.select(cfg, "trainer.strategy._target_"))
+    strategy_name = (
+        strategy if isinstance(strategy, str) else str(OmegaConf.select(cfg, "trainer.strategy._target_"))
+    )
     launcher = str(OmegaConf.select(hydra_cfg, "launcher._target_") or "")
     uses_ddp = "ddp" in strategy_name.lower() or "fsdp" in strategy_name.lower()
-    spawns = (OmegaConf.select(cfg, "trainer.devices") or 1) not in (1, "1") and "SLURM_PROCID" not in os.environ
+    spawns = (OmegaConf.select(cfg, "trainer.devices") or 1) not in (
+        1,
+        "1",
+    ) and "SLURM_PROCID" not in os.environ
     if hydra_cfg.mode == RunMode.MULTIRUN and uses_ddp and spawns and "submitit" not in launcher:
         raise LitlabError(
             "a local multirun (-m) with a multi-process strategy re-launches the whole sweep in every "
-            "DDP child. Use hydra/launcher=slurm (or submitit_local), or single-device jobs (trainer=cpu/gpu)."
+            "DDP child. Use hydra/launcher=slurm (or submitit_local), or single-device jobs "
+            "(trainer=cpu/gpu)."
         )
 
 
@@ -91,9 +97,8 @@ def metric_value(metrics: dict[str, Any], name: str | None) -> float | None:
     if not name:
         return None
     if name not in metrics:
-        raise LitlabError(
-            f"optimized_metric={name!r} was not logged; logged metrics are: {', '.join(sorted(metrics)) or 'none'}"
-        )
+        logged = ", ".join(sorted(metrics)) or "none"
+        raise LitlabError(f"optimized_metric={name!r} was not logged; logged metrics are: {logged}")
     value = metrics[name]
     return float(value.item() if isinstance(value, torch.Tensor) else value)
 

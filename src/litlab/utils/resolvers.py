@@ -40,8 +40,20 @@ def wandb_offline() -> bool:
     return not (netrc.exists() and "api.wandb.ai" in netrc.read_text(errors="ignore"))
 
 
+def feynman_inputs(equation: str | int, mode: str = "paper", root: str | None = None) -> int:
+    """Number of input variables of a Feynman equation, so a model's n_in follows ``data.equation``."""
+    from litlab.datamodules.feynman import get_csv_equation, get_paper_formula
+
+    formula = get_paper_formula(equation) if mode == "paper" else get_csv_equation(equation, root).formula
+    return len(formula.variables)
+
+
 def register_resolvers() -> None:
     """Register the ``litlab.*`` resolvers; safe to call more than once."""
-    for name, fn in {"litlab.run_id": default_run_id, "litlab.wandb_offline": wandb_offline}.items():
+    for name, fn in {
+        "litlab.run_id": default_run_id,
+        "litlab.wandb_offline": wandb_offline,
+        "litlab.feynman_inputs": feynman_inputs,
+    }.items():
         if not OmegaConf.has_resolver(name):
             OmegaConf.register_new_resolver(name, fn, use_cache=True)
