@@ -11,6 +11,7 @@ import torch
 from omegaconf import DictConfig
 
 from litlab.utils import experiment as exp
+from litlab.utils.cli import check_group_choice
 from litlab.utils.errors import LitlabError, run_reporting_errors
 
 log = logging.getLogger("litlab")
@@ -49,9 +50,14 @@ def evaluate(cfg: DictConfig) -> float | None:
 
 
 @hydra.main(version_base="1.3", config_path="pkg://litlab.configs", config_name="eval")
-def main(cfg: DictConfig) -> float | None:
-    """Console entry point: ``litlab-eval experiment=<paper>/<name> ckpt_path=<file>``."""
+def _hydra_main(cfg: DictConfig) -> float | None:
     return run_reporting_errors(evaluate, cfg)
+
+
+def main() -> None:
+    """Console entry point: ``litlab-eval experiment=<paper>/<name> ckpt_path=<file>``."""
+    check_group_choice("experiment")
+    _hydra_main()
 
 
 if __name__ == "__main__":

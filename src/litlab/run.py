@@ -10,6 +10,7 @@ import hydra
 from omegaconf import DictConfig
 
 from litlab.utils import experiment as exp
+from litlab.utils.cli import check_group_choice
 from litlab.utils.errors import LitlabError, run_reporting_errors
 
 log = logging.getLogger("litlab")
@@ -34,9 +35,14 @@ def run_task(cfg: DictConfig) -> float | None:
 
 
 @hydra.main(version_base="1.3", config_path="pkg://litlab.configs", config_name="run")
-def main(cfg: DictConfig) -> float | None:
-    """Console entry point: ``litlab-run task=<name> [overrides]``."""
+def _hydra_main(cfg: DictConfig) -> float | None:
     return run_reporting_errors(run_task, cfg)
+
+
+def main() -> None:
+    """Console entry point: ``litlab-run task=<name> [overrides]``."""
+    check_group_choice("task")
+    _hydra_main()
 
 
 if __name__ == "__main__":

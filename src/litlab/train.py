@@ -10,6 +10,7 @@ import lightning as L
 from omegaconf import DictConfig
 
 from litlab.utils import experiment as exp
+from litlab.utils.cli import check_group_choice
 from litlab.utils.errors import run_reporting_errors
 
 log = logging.getLogger("litlab")
@@ -72,9 +73,14 @@ def _print_summary(output_dir: Path, trainer: L.Trainer, value: float | None, na
 
 
 @hydra.main(version_base="1.3", config_path="pkg://litlab.configs", config_name="train")
-def main(cfg: DictConfig) -> float | None:
-    """Console entry point: ``litlab-train experiment=<paper>/<name> [overrides]``."""
+def _hydra_main(cfg: DictConfig) -> float | None:
     return run_reporting_errors(train, cfg)
+
+
+def main() -> None:
+    """Console entry point: ``litlab-train experiment=<paper>/<name> [overrides]``."""
+    check_group_choice("experiment")
+    _hydra_main()
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -24,7 +25,8 @@ class LitlabError(Exception):
 def explain(error: BaseException) -> str:
     """A one-line, actionable description of ``error``."""
     if isinstance(error, InstantiationException) and error.__cause__ is not None:
-        return f"{explain(error.__cause__)} (while building {str(error).splitlines()[0]})"
+        target = re.search(r"target '([^']+)'", str(error))
+        return f"{explain(error.__cause__)} (while building {target.group(1) if target else 'an object'})"
     if isinstance(error, LitlabError | FileNotFoundError):
         return str(error)
     text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
@@ -54,13 +56,15 @@ def run_reporting_errors(fn: Callable[..., Any], *args: Any) -> Any:
     try:
         return fn(*args)
     except KeyboardInterrupt:
-        log.error("interrupted; the run folder keeps everything written so far")
+        print("litlab: interrupted; the run folder keeps everything written so far", file=sys.stderr)
         sys.exit(130)
     except Exception as error:
         if os.environ.get("LITLAB_TRACEBACK") == "1":
             log.exception("full traceback")
-        log.error("litlab: %s", explain(error))
+        message = f"litlab: {explain(error)}"
+        log.debug(message)
+        print(message, file=sys.stderr, flush=True)
         if _in_multirun():
-            log.error("this trial failed; the sweep continues and records NaN for it")
+            print("litlab: this trial failed; the sweep continues and records NaN for it", file=sys.stderr)
             return math.nan
         sys.exit(1)

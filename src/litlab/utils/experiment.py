@@ -57,6 +57,8 @@ def prepare(cfg: DictConfig) -> Path:
     output_dir = Path(cfg.paths.output_dir)
     if cfg.get("seed") is not None:
         L.seed_everything(cfg.seed, workers=True, verbose=False)
+    if cfg.extras.get("torch_threads"):
+        torch.set_num_threads(cfg.extras.torch_threads)
     if torch.cuda.is_available() and cfg.extras.get("matmul_precision"):
         torch.set_float32_matmul_precision(cfg.extras.matmul_precision)
     if is_rank_zero():

@@ -48,12 +48,21 @@ def feynman_inputs(equation: str | int, mode: str = "paper", root: str | None = 
     return len(formula.variables)
 
 
+def experiment_list(group: str = "experiment") -> str:
+    """The options of a config group as indented lines (``--help`` lists experiments and tasks)."""
+    from litlab.utils.cli import group_options
+
+    return "\n".join(f"  {group}={name}" for name in group_options(group))
+
+
 def register_resolvers() -> None:
     """Register the ``litlab.*`` resolvers; safe to call more than once."""
     for name, fn in {
         "litlab.run_id": default_run_id,
         "litlab.wandb_offline": wandb_offline,
         "litlab.feynman_inputs": feynman_inputs,
+        "litlab.cwd": os.getcwd,
+        "litlab.options": experiment_list,
     }.items():
         if not OmegaConf.has_resolver(name):
             OmegaConf.register_new_resolver(name, fn, use_cache=True)
