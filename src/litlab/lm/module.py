@@ -1,0 +1,247 @@
+"""The LightningModule that pretrains or fine-tunes a tiny LM (causal or masked diffusion) and exports it.
+
+The HF model is built in ``configure_model`` once the data's tokenizer is known (its vocabulary and
+special ids size the model), or loaded from ``pretrained_path`` (any local HF checkpoint). After fitting,
+the best weights and the tokenizer are written with ``save_pretrained`` to ``export_dir`` (by default
+``<run>/hf_model``): the folder other methods load with ``litlab.lm.models.load_pretrained``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from litlab.lm.evaluation import NLLTerms, nll_terms
+from litlab.lm.generation import diffusion_generate, generate_text
+from litlab.lm.models import OBJECTIVES, build_lm, is_masked_diffusion, llama_config, load_pretrained
+from litlab.lm.tokenizers import token_byte_lengths
+from litlab.utils.errors import LitlabError
+
+log = logging.getLogger("litlab")
+
+OptimizerFactory = Callable[..., torch.optim.Optimizer]
+SchedulerFactory = Callable[..., torch.optim.lr_scheduler.LRScheduler]
+
+
+def warmup_cosine(
+    optimizer: torch.optim.Optimizer, total_steps: int, warmup_steps: int = 0, min_lr_ratio: float = 0.1
+) -> torch.optim.lr_scheduler.LambdaLR:
+    """Linear warm-up over ``warmup_steps``, then cosine decay to ``min_lr_ratio`` × lr at ``total_steps``."""
+
+    def factor(step: int) -> float:
+        if step < warmup_steps:
+            return (step + 1) / warmup_steps
+        progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
+        return min_lr_ratio + (1 - min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+class LanguageModel(L.LightningModule):
+    """Train an LM on ``{"input_ids", "labels"[, "attention_mask"]}`` batches; log loss, perplexity, bpb.
+
+    Args:
+        optimizer: a partial optimizer (AdamW); weight decay applies to matrices only.
+        scheduler: a partial scheduler called with ``total_steps`` (e.g. ``warmup_cosine``), stepped per step.
+        objective: ``causal`` (next-token CE) or ``masked_diffusion`` (LLaDA: t ~ U(0, 1), mask with
+            probability t, CE on masked tokens weighted 1/t).
+        arch: ``llama_config`` keywords (hidden_size, num_layers, num_heads, ...) for a new model.
+        pretrained_path: a local HF folder to start from instead (model and tokenizer; ``arch`` unused).
+        export_dir: where the final model and tokenizer are saved (``null``: not exported).
+        diffusion_eps: LLaDA's minimum mask probability eps in p = (1 − eps)·t + eps.
+        sample_prompts: prompts whose continuations are written to ``<run>/samples.txt`` after fitting.
+        sample_tokens: tokens generated per sample.
+    """
+
+    def __init__(
+        self,
+        optimizer: OptimizerFactory,
+        scheduler: SchedulerFactory | None = None,
+        objective: str = "causal",
+        arch: dict[str, Any] | None = None,
+        pretrained_path: str | None = None,
+        export_dir: str | None = None,
+        diffusion_eps: float = 1e-3,
+        sample_prompts: Sequence[str] = (),
+        sample_tokens: int = 64,
+    ) -> None:
+        super().__init__()
+        # Plain containers (not omegaconf nodes), so checkpoints load with torch.load(weights_only=True).
+        arch, sample_prompts = dict(arch or {}), list(sample_prompts)
+        if objective not in OBJECTIVES:
+            raise LitlabError(f"model.objective={objective!r}; choose one of {', '.join(OBJECTIVES)}")
+        self.save_hyperparameters(logger=False, ignore=["optimizer", "scheduler"])
+        self.optimizer_factory = optimizer
+        self.scheduler_factory = scheduler
+        self.objective = objective
+        self.arch = arch
+        self.diffusion_eps = diffusion_eps
+        self.export_dir = export_dir
+        self.sample_prompts = sample_prompts
+        self.sample_tokens = sample_tokens
+        self.lm: PreTrainedModel | None = None
+        self.tokenizer: PreTrainedTokenizerBase | None = None
+        self._sums: dict[str, torch.Tensor] = {}  # stage → (nll, tokens, bytes) summed over batches
+        if pretrained_path:
+            self.lm, self.tokenizer = load_pretrained(pretrained_path)
+            if is_masked_diffusion(self.lm.config) != (objective == "masked_diffusion"):
+                kind = "masked-diffusion" if is_masked_diffusion(self.lm.config) else "causal"
+                raise LitlabError(f"{pretrained_path} holds a {kind} model but model.objective={objective}")
+            self._attach(self.tokenizer)
+
+    # -- model
+    def build(self, tokenizer: PreTrainedTokenizerBase) -> None:
+        """Create a fresh model sized by ``tokenizer`` (vocabulary, BOS/EOS/pad/mask ids) and ``arch``."""
+        config = llama_config(
+            vocab_size=len(tokenizer),
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=tokenizer.pad_token_id,
+            mask_token_id=tokenizer.mask_token_id,
+            **self.arch,
+        )
+        self.lm = build_lm(config, self.objective)
+        self.tokenizer = tokenizer
+        self._attach(tokenizer)
+
+    def _attach(self, tokenizer: PreTrainedTokenizerBase) -> None:
+        self.register_buffer("token_bytes", token_byte_lengths(tokenizer), persistent=False)
+        self.mask_token_id = getattr(self.lm.config, "mask_token_id", None)
+        if self.mask_token_id is None:
+            self.mask_token_id = tokenizer.mask_token_id
+        if self.objective == "masked_diffusion" and self.mask_token_id is None:
+            raise LitlabError("a masked-diffusion model needs a tokenizer with a mask token")
+
+    def configure_model(self) -> None:
+        data_tokenizer = getattr(getattr(self.trainer, "datamodule", None), "tokenizer", None)
+        if self.lm is None:
+            if data_tokenizer is None:
+                raise LitlabError(
+                    "the model is built from the data's tokenizer: use a TextDataModule or call build()"
+                )
+            self.build(data_tokenizer)
+        elif data_tokenizer is not None and data_tokenizer.get_vocab() != self.tokenizer.get_vocab():
+            raise LitlabError(
+                "the data's tokenizer differs from the model's; set data.tokenizer_path to the checkpoint "
+                "folder (model.pretrained_path) so the data is encoded as the model expects"
+            )
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """``logits: (B, L, V)`` for ``input_ids: (B, L)``."""
+        return self.lm(input_ids=input_ids, attention_mask=attention_mask).logits
+
+    def nll(self, batch: dict[str, torch.Tensor], generator: torch.Generator | None = None) -> NLLTerms:
+        """Summed NLL, tokens and bytes of a batch under the objective (override to change the loss)."""
+        return nll_terms(
+            self.lm,
+            batch,
+            self.token_bytes,
+            self.objective,
+            self.mask_token_id,
+            self.diffusion_eps,
+            generator,
+        )
+
+    # -- steps
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        terms = self.nll(batch)
+        loss = terms.nll / terms.tokens.clamp_min(1)
+        size = len(batch["input_ids"])
+        self.log("train/loss", loss, on_step=True, on_epoch=False, prog_bar=True, batch_size=size)
+        bpb = terms.nll.detach() / math.log(2) / terms.bytes.clamp_min(1)
+        self.log("train/bpb", bpb, on_step=True, on_epoch=False, batch_size=size)
+        return loss
+
+    def _eval_step(self, batch: dict[str, torch.Tensor], batch_idx: int, stage: str) -> None:
+        # Masked-diffusion estimates draw masks seeded by the batch index: the same weights, the same score.
+        generator = None
+        if self.objective != "causal":
+            generator = torch.Generator(self.device).manual_seed(batch_idx)
+        terms = self.nll(batch, generator)
+        values = torch.stack([terms.nll.detach(), terms.tokens, terms.bytes]).double()
+        self._sums[stage] = values if stage not in self._sums else self._sums[stage] + values
+
+    def _eval_epoch_end(self, stage: str) -> None:
+        """Log loss, perplexity and bpb from the NLL, token and byte sums of all processes."""
+        sums = self._sums.pop(stage, torch.zeros(3, dtype=torch.float64, device=self.device))
+        nll, tokens, n_bytes = self.all_gather(sums).reshape(-1, 3).sum(0)
+        if tokens == 0:
+            return
+        summary = NLLTerms(nll, tokens, n_bytes).summary()
+        for key in ("loss", "ppl", "bpb"):
+            self.log(f"{stage}/{key}", summary[key], prog_bar=key != "ppl", sync_dist=False)
+
+    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        self._eval_step(batch, batch_idx, "val")
+
+    def on_validation_epoch_end(self) -> None:
+        self._eval_epoch_end("val")
+
+    def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        self._eval_step(batch, batch_idx, "test")
+
+    def on_test_epoch_end(self) -> None:
+        self._eval_epoch_end("test")
+
+    def configure_optimizers(self) -> Any:
+        decay = [p for p in self.lm.parameters() if p.requires_grad and p.ndim >= 2]
+        no_decay = [p for p in self.lm.parameters() if p.requires_grad and p.ndim < 2]
+        optimizer = self.optimizer_factory(
+            params=[{"params": decay}, {"params": no_decay, "weight_decay": 0.0}]
+        )
+        if self.scheduler_factory is None:
+            return optimizer
+        scheduler = self.scheduler_factory(
+            optimizer=optimizer, total_steps=int(self.trainer.estimated_stepping_batches)
+        )
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    # -- export
+    def on_fit_end(self) -> None:
+        """Load the best checkpoint's weights (if one was tracked), then export them and write samples."""
+        callback = self.trainer.checkpoint_callback
+        best = getattr(callback, "best_model_path", "") if callback is not None else ""
+        if best and Path(best).is_file():
+            state = torch.load(best, map_location=self.device, weights_only=True)["state_dict"]
+            self.load_state_dict(state)
+        if self.trainer.is_global_zero and self.export_dir:
+            self.export(self.export_dir)
+            if self.sample_prompts:
+                samples = self.samples(self.sample_prompts, self.sample_tokens)
+                text = "\n\n".join(f"### {p!r}\n{p}{s}" for p, s in zip(self.sample_prompts, samples))
+                (Path(self.trainer.default_root_dir) / "samples.txt").write_text(text + "\n")
+
+    def export(self, directory: str | Path) -> Path:
+        """``save_pretrained`` of the model and the tokenizer into ``directory`` (what methods load)."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        self.lm.save_pretrained(directory)
+        self.tokenizer.save_pretrained(directory)
+        log.info("exported the model and tokenizer to %s", directory)
+        return directory
+
+    @torch.no_grad()
+    def samples(self, prompts: Sequence[str], max_new_tokens: int) -> list[str]:
+        """Greedy continuations (causal) or masked-diffusion fills (low-confidence remasking) of prompts."""
+        was_training = self.lm.training
+        self.lm.eval()
+        try:
+            if self.objective == "causal":
+                return generate_text(self.lm, self.tokenizer, prompts, max_new_tokens)
+            outputs = []
+            for prompt in prompts:
+                ids = torch.tensor(
+                    [self.tokenizer.encode(prompt, add_special_tokens=False)], device=self.device
+                )
+                filled = diffusion_generate(self.lm, ids, max_new_tokens, max_new_tokens, self.mask_token_id)
+                outputs.append(self.tokenizer.decode(filled[0, ids.shape[1] :], skip_special_tokens=True))
+            return outputs
+        finally:
+            self.lm.train(was_training)
