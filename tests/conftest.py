@@ -10,12 +10,16 @@ from importlib import resources
 from pathlib import Path
 
 import pytest
+import torch
 from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, open_dict
 
 import litlab.utils  # noqa: F401  (registers the litlab.* resolvers)
+
+# Test-sized tensors run fastest on one thread, and one thread per process keeps a 2-core CI honest.
+torch.set_num_threads(1)
 
 CONFIGS = resources.files("litlab.configs")
 BIN = Path(sys.executable).parent
