@@ -9,7 +9,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from litlab.kernels.bspline import bspline_basis, bspline_basis_auto, make_uniform_grid
+from litlab.kernels.bspline import (
+    bspline_basis,
+    bspline_basis_auto,
+    bspline_basis_uniform,
+    make_uniform_grid,
+    uniform_knot_map,
+)
 from litlab.methods.kan.init import InitScheme
 
 BasisBackend = Literal["auto", "torch", "triton"]
@@ -35,7 +41,8 @@ class KANLayer(nn.Module):
         spline_order: k (3 = cubic).
         grid_range: (lo, hi) of the initial grid.
         standardize_basis: batch-standardise the basis outputs (see above).
-        backend: ``"auto"`` (Triton on CUDA when installed), ``"torch"`` or ``"triton"``.
+        backend: ``"auto"`` (Triton on CUDA when installed, else torch), ``"torch"`` or ``"triton"``. The
+            torch basis is the closed form while the knots are uniform (k >= 1), else Cox–de Boor.
     """
 
     def __init__(
@@ -61,6 +68,8 @@ class KANLayer(nn.Module):
         self.spline_weight = nn.Parameter(torch.empty(n_out, n_in, grid_size + spline_order))
         self.spline_scale = nn.Parameter(torch.ones(n_out, n_in))
         self.bias = nn.Parameter(torch.zeros(n_out))
+        self._knot_map_key: tuple | None = None
+        self._knot_map: tuple[Tensor, Tensor] | None = None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -73,15 +82,29 @@ class KANLayer(nn.Module):
             f"spline_order={self.spline_order}, standardize_basis={self.standardize_basis}"
         )
 
+    def uniform_knot_map(self) -> tuple[Tensor, Tensor] | None:
+        """``uniform_knot_map(grid)``, recomputed only when the grid buffer changes (moved, cast, loaded or
+        updated in place: its storage or version counter changes)."""
+        grid = self.grid
+        key = (grid.data_ptr(), grid._version, grid.dtype, grid.device, grid.shape)
+        if key != self._knot_map_key:
+            self._knot_map = uniform_knot_map(grid) if self.spline_order >= 1 else None
+            self._knot_map_key = key
+        return self._knot_map
+
     def raw_basis(self, x: Tensor) -> Tensor:
         """B-spline basis on the current grid. x: (batch, n_in) -> (batch, n_in, G + k)."""
-        if self.backend == "torch":
-            return bspline_basis(x, self.grid, self.spline_order)
         if self.backend == "triton":
             from litlab.kernels.bspline_triton import bspline_basis_triton
 
             return bspline_basis_triton(x, self.grid, self.spline_order)
-        return bspline_basis_auto(x, self.grid, self.spline_order)
+        if self.backend == "auto" and x.is_cuda:
+            return bspline_basis_auto(x, self.grid, self.spline_order)
+        knot_map = self.uniform_knot_map()
+        if knot_map is None:
+            return bspline_basis(x, self.grid, self.spline_order)
+        n_basis = self.grid_size + self.spline_order
+        return bspline_basis_uniform(x, *knot_map, n_basis, self.spline_order)
 
     def basis(self, x: Tensor) -> Tensor:
         """The basis the weights see: raw, or batch-standardised per (i, m).
@@ -98,7 +121,7 @@ class KANLayer(nn.Module):
         """x: (batch, n_in) -> (batch, n_out); c is folded into b so the spline branch is one matmul."""
         bases = self.basis(x).reshape(x.shape[0], -1)
         spline_weight = (self.spline_weight * self.spline_scale.unsqueeze(-1)).reshape(self.n_out, -1)
-        return F.linear(bases, spline_weight, self.bias) + F.linear(F.silu(x), self.residual_weight)
+        return torch.addmm(F.linear(bases, spline_weight, self.bias), F.silu(x), self.residual_weight.t())
 
     @torch.no_grad()
     def update_grid(self, x: Tensor, grid_eps: float = 0.02, margin: float = 0.01) -> None:
@@ -204,3 +227,20 @@ def build_kan(
     if depth < 0 or width < 1:
         raise ValueError(f"need depth >= 0 and width >= 1, got depth={depth}, width={width}")
     return KAN([n_in, *[width] * depth, n_out], grid_size, spline_order, init=init, backend=backend)
+
+
+def fit_full_batch(net: nn.Module, x: Tensor, y: Tensor, epochs: int, lr: float = 1e-3) -> list[float]:
+    """The paper's training loop without Lightning: full-batch Adam on MSE; returns the loss per epoch.
+
+    Used by claim tests and analyses that fit many small models, where a Trainer's per-epoch
+    overhead would dominate.
+    """
+    optimizer = torch.optim.Adam(net.parameters(), lr=lr)
+    losses = []
+    for _ in range(epochs):
+        optimizer.zero_grad(set_to_none=True)
+        loss = F.mse_loss(net(x), y)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses
