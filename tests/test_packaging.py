@@ -1,0 +1,49 @@
+"""A regular (non-editable) install carries the mapped packages and the YAML configs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_wheel_install_imports_mapped_packages_and_finds_configs(tmp_path: Path) -> None:
+    target = tmp_path / "site"
+    build = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(target),
+            str(REPO),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert build.returncode == 0, build.stderr[-2000:]
+    probe = (
+        "import litlab, litlab.callbacks.nan_guard, litlab.datamodules.functions, litlab.kernels.bspline;"
+        "from importlib import resources;"
+        "from litlab.utils.cli import group_options;"
+        "print(litlab.__file__); print(' '.join(group_options('experiment')))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    location, experiments = result.stdout.splitlines()
+    assert location.startswith(str(target)), "imported the checkout instead of the installed copy"
+    assert "kan/function_fit" in experiments.split()
