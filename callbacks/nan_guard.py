@@ -33,7 +33,8 @@ class NonFiniteGuard(L.Callback):
         value = loss.detach().float().item()
         if math.isfinite(value):
             return
-        last = getattr(trainer.checkpoint_callback, "last_model_path", "") or "none written yet"
+        paths = [getattr(callback, "last_model_path", "") for callback in trainer.checkpoint_callbacks]
+        last = next((path for path in paths if path), "none written yet")
         raise NonFiniteLossError(
             f"training loss became {value} at epoch {trainer.current_epoch}, step {trainer.global_step}. "
             f"The last good checkpoint is kept: {last}. Lower the learning rate, enable gradient "

@@ -49,8 +49,7 @@ def _test_ckpt(cfg: DictConfig, trainer: L.Trainer) -> str | None:
         best = getattr(callback, "best_model_path", "") if callback else ""
         return best or None
     if choice == "last":
-        last = getattr(callback, "last_model_path", "") if callback else ""
-        return last or None
+        return exp.last_checkpoint_path(trainer) or None
     return choice
 
 
@@ -59,11 +58,12 @@ def _print_summary(output_dir: Path, trainer: L.Trainer, value: float | None, na
     metrics_csv = sorted(output_dir.glob("csv/**/metrics.csv"))
     if metrics_csv:
         lines.append(f"  metrics:     {metrics_csv[0]}")
-    callback = trainer.checkpoint_callback
-    if callback is not None and getattr(callback, "last_model_path", ""):
-        lines.append(f"  checkpoint:  {callback.last_model_path}")
-        if callback.best_model_path:
-            lines.append(f"  best:        {callback.best_model_path}")
+    last = exp.last_checkpoint_path(trainer)
+    if last:
+        lines.append(f"  checkpoint:  {last}")
+    best = getattr(trainer.checkpoint_callback, "best_model_path", "")
+    if best:
+        lines.append(f"  best:        {best}")
     plots = output_dir / "plots"
     if plots.exists():
         lines.append(f"  plots:       {plots} ({len(list(plots.glob('*.png')))} png)")

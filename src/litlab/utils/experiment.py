@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +14,13 @@ import lightning as L
 import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
+from lightning.pytorch.callbacks import ProgressBar
 from lightning.pytorch.loggers import WandbLogger
 from omegaconf import DictConfig, OmegaConf
 
 from litlab.callbacks.checkpoint_io import AtomicCheckpointIO
+from litlab.callbacks.last_checkpoint import LastCheckpoint
+from litlab.utils import slurm
 from litlab.utils.errors import LitlabError
 from litlab.utils.instantiate import instantiate_callbacks, instantiate_loggers
 from litlab.utils.run_record import write_run_record
@@ -30,26 +34,39 @@ def is_rank_zero() -> bool:
 
 
 def check_launch(cfg: DictConfig) -> None:
-    """Refuse combinations that silently misbehave (local multirun + DDP re-launches the sweep)."""
-    if not HydraConfig.initialized():
+    """Stop the sweep on combinations that misbehave (a local multirun + DDP re-launches the sweep)."""
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
         return
-    hydra_cfg = HydraConfig.get()
     strategy = OmegaConf.select(cfg, "trainer.strategy")
     strategy_name = (
         strategy if isinstance(strategy, str) else str(OmegaConf.select(cfg, "trainer.strategy._target_"))
     )
-    launcher = str(OmegaConf.select(hydra_cfg, "launcher._target_") or "")
-    uses_ddp = "ddp" in strategy_name.lower() or "fsdp" in strategy_name.lower()
-    spawns = (OmegaConf.select(cfg, "trainer.devices") or 1) not in (
-        1,
-        "1",
-    ) and "SLURM_PROCID" not in os.environ
-    if hydra_cfg.mode == RunMode.MULTIRUN and uses_ddp and spawns and "submitit" not in launcher:
-        raise LitlabError(
-            "a local multirun (-m) with a multi-process strategy re-launches the whole sweep in every "
-            "DDP child. Use hydra/launcher=slurm (or submitit_local), or single-device jobs "
-            "(trainer=cpu/gpu)."
+    processes = _as_int(OmegaConf.select(cfg, "trainer.devices")) * _as_int(
+        OmegaConf.select(cfg, "trainer.num_nodes")
+    )
+    # Lightning starts DDP/FSDP children by re-running sys.argv (spawn strategies excepted); only inside
+    # a SLURM job does srun start them instead. Anywhere else each child re-runs the whole sweep.
+    reruns_argv = not any(name in strategy_name.lower() for name in ("spawn", "notebook", "fork"))
+    # SystemExit, not LitlabError: a multirun records a failed trial as NaN and goes on, and every
+    # trial would fail the same way.
+    if processes > 1 and reruns_argv and not slurm.in_slurm_job():
+        raise SystemExit(
+            "litlab: a multirun (-m) with a multi-process strategy outside SLURM re-launches the whole "
+            "sweep in every DDP child, so it was stopped before any job ran. Use hydra/launcher=slurm "
+            "(each job gets its own srun tasks), or single-process jobs (resources.devices=1 with "
+            "trainer=cpu or trainer=gpu)."
         )
+
+
+def _as_int(value: Any) -> int:
+    """Trainer ``devices``/``num_nodes`` as a count: a list counts its ids, -1 (all) counts as 2, "auto" 1."""
+    if isinstance(value, int):
+        return value if value >= 0 else 2
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    if isinstance(value, list | tuple) or OmegaConf.is_list(value):
+        return len(value)
+    return 1
 
 
 def prepare(cfg: DictConfig) -> Path:
@@ -75,11 +92,31 @@ def build_trainer(cfg: DictConfig) -> L.Trainer:
     """Instantiate the Trainer with the configured callbacks, loggers and atomic checkpointing."""
     callbacks = instantiate_callbacks(cfg.get("callbacks"))
     loggers = instantiate_loggers(cfg.get("logger"))
+    # LastCheckpoint runs after ModelCheckpoint, so last.ckpt holds the best-model bookkeeping too.
+    callbacks.sort(key=lambda callback: isinstance(callback, LastCheckpoint))
+    extra: dict[str, Any] = {}
+    if not sys.stdout.isatty() and OmegaConf.select(cfg, "trainer.enable_progress_bar") is None:
+        # Nobody watches a bar in a batch job, CI or a pipe, and redrawing it costs a small model 15-30%
+        # of its step time (benchmarks/trainer_overhead.py). +trainer.enable_progress_bar=true keeps it.
+        callbacks = [callback for callback in callbacks if not isinstance(callback, ProgressBar)]
+        extra["enable_progress_bar"] = False
     plugins: list[Any] = []
     strategy = OmegaConf.select(cfg, "trainer.strategy")
     if not (isinstance(strategy, DictConfig) and "FSDP" in str(strategy.get("_target_", ""))):
         plugins.append(AtomicCheckpointIO())
-    return hydra.utils.instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False, plugins=plugins)
+    environment = slurm.cluster_environment()
+    if environment is not None:
+        plugins.append(environment)
+        log.info(slurm.describe_task())
+    return hydra.utils.instantiate(
+        cfg.trainer, callbacks=callbacks, logger=loggers or False, plugins=plugins, **extra
+    )
+
+
+def last_checkpoint_path(trainer: L.Trainer) -> str:
+    """The ``last.ckpt`` of the first checkpoint callback that wrote one ("" if none did)."""
+    paths = [getattr(callback, "last_model_path", "") for callback in trainer.checkpoint_callbacks]
+    return next((path for path in paths if path), "")
 
 
 def log_hyperparameters(cfg: DictConfig, trainer: L.Trainer, model: L.LightningModule) -> None:
@@ -129,8 +166,14 @@ def finish_loggers(trainer: L.Trainer | None) -> None:
 
 
 def resolve_resume(cfg: DictConfig, output_dir: Path) -> str | None:
-    """``resume=auto``: the run folder's last.ckpt if it exists; a path: that path; else None."""
+    """``resume=auto``: the run folder's last.ckpt if it exists; a path: that path; else None.
+
+    A job that SLURM requeued (SLURM_RESTART_COUNT > 0) resumes as with ``auto`` unless told otherwise.
+    """
     resume = cfg.get("resume")
+    if resume is None and slurm.restart_count() > 0:
+        log.info("SLURM restart %d of job %s: resume=auto", slurm.restart_count(), slurm.job_id())
+        resume = "auto"
     if resume in (None, False, "none"):
         return None
     if resume == "auto":

@@ -12,15 +12,19 @@ RUN_ID_ENV = "LITLAB_RUN_ID"
 
 
 def default_run_id() -> str:
-    """SLURM job id (array-aware) under SLURM, else a timestamp fixed for this process tree.
+    """The wandb run id inside a wandb sweep agent, else the SLURM job id (array-aware), else a timestamp.
 
-    The timestamp is stored in the environment so DDP children, which re-run the entry point,
-    resolve the same id as their parent.
+    The id is stored in the environment so DDP children, which re-run the entry point, resolve the same
+    id as their parent. Inside an agent the folder follows the wandb run, not the SLURM job: a requeued
+    agent job gets a new run (new parameters) and so a new folder, while a run wandb hands out again
+    after preemption finds its own folder (and last.ckpt) again.
     """
     if RUN_ID_ENV in os.environ:
         return os.environ[RUN_ID_ENV]
     array_job, array_task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
-    if array_job and array_task:
+    if os.environ.get("WANDB_SWEEP_ID") and os.environ.get("WANDB_RUN_ID"):
+        run_id = os.environ["WANDB_RUN_ID"]
+    elif array_job and array_task:
         run_id = f"{array_job}_{array_task}"
     elif os.environ.get("SLURM_JOB_ID"):
         run_id = os.environ["SLURM_JOB_ID"]
@@ -38,6 +42,13 @@ def wandb_offline() -> bool:
         return False
     netrc = Path.home() / ".netrc"
     return not (netrc.exists() and "api.wandb.ai" in netrc.read_text(errors="ignore"))
+
+
+def gpus_per_node(accelerator: str, devices: int | str) -> int | None:
+    """GPUs to request per SLURM node: ``devices`` for a GPU accelerator, else None (no --gpus flag)."""
+    if str(accelerator).lower() not in {"gpu", "cuda"}:
+        return None
+    return int(devices)
 
 
 def feynman_inputs(equation: str | int, mode: str = "paper", root: str | None = None) -> int:
@@ -60,6 +71,7 @@ def register_resolvers() -> None:
     for name, fn in {
         "litlab.run_id": default_run_id,
         "litlab.wandb_offline": wandb_offline,
+        "litlab.gpus_per_node": gpus_per_node,
         "litlab.feynman_inputs": feynman_inputs,
         "litlab.cwd": os.getcwd,
         "litlab.options": experiment_list,

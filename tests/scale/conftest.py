@@ -1,0 +1,168 @@
+"""Fixtures for the scale tests: the KAN workload, an uninterrupted reference run, the SLURM cluster."""
+
+from __future__ import annotations
+
+import csv
+import getpass
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.conftest import BIN, run_cli
+
+REPO = Path(__file__).resolve().parents[2]
+CLUSTER = REPO / "scripts" / "slurm" / "cluster.sh"
+
+# The workload every scale test runs: experiment=kan/function_fit made small and deterministic
+# (one thread, no plots, no progress bar), 600 full-batch steps with last.ckpt every 50 of them.
+WORKLOAD = [
+    "experiment=kan/function_fit",
+    "data.n_samples=400",
+    "data.grid_resolution=20",
+    "trainer.check_val_every_n_epoch=100",
+    "trainer.deterministic=true",
+    "extras.torch_threads=1",
+    "extras.print_config=false",
+    "+trainer.enable_progress_bar=false",
+    "callbacks.rich_progress_bar=null",
+    "callbacks.figures=null",
+]
+EPOCHS = ["trainer.max_epochs=600", "callbacks.last_checkpoint.every_n_train_steps=50"]
+RUNS = Path("outputs") / "kan" / "function_fit"
+
+
+def cli_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment run_cli uses (no inherited run id, wandb off), plus ``extra``."""
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", "WANDB_MODE": "disabled", **(extra or {})}
+    env.pop("LITLAB_RUN_ID", None)
+    return env
+
+
+def start_cli(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """Start a console script in the background (its output goes to files in ``cwd``)."""
+    name = args[0]
+    return subprocess.Popen(
+        [str(BIN / name), *args[1:]],
+        cwd=cwd,
+        env=cli_env(env),
+        stdout=open(cwd / f"{name}.out", "w"),  # noqa: SIM115 (closed with the process)
+        stderr=open(cwd / f"{name}.err", "w"),  # noqa: SIM115
+        text=True,
+    )
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(0.05)
+
+
+def checkpoint_state(run_dir: Path) -> dict:
+    """Weights and optimizer state of ``<run_dir>/checkpoints/last.ckpt``."""
+    ckpt = torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    return {
+        "state_dict": ckpt["state_dict"],
+        "optimizer": ckpt["optimizer_states"],
+        "step": ckpt["global_step"],
+    }
+
+
+def assert_identical_state(a: dict, b: dict) -> None:
+    assert a["step"] == b["step"]
+    assert a["state_dict"].keys() == b["state_dict"].keys()
+    for name, tensor in a["state_dict"].items():
+        assert torch.equal(tensor, b["state_dict"][name]), f"{name} differs"
+    for state_a, state_b in zip(a["optimizer"][0]["state"].values(), b["optimizer"][0]["state"].values()):
+        for key, value in state_a.items():
+            assert torch.equal(torch.as_tensor(value), torch.as_tensor(state_b[key])), f"Adam {key} differs"
+
+
+def max_weight_difference(a: dict, b: dict) -> float:
+    return max((a["state_dict"][k] - b["state_dict"][k]).abs().max().item() for k in a["state_dict"])
+
+
+def metric_rows(run_dir: Path) -> list[dict[str, str]]:
+    with open(run_dir / "csv" / "metrics.csv") as handle:
+        return list(csv.DictReader(handle))
+
+
+def results(run_dir: Path) -> dict:
+    return json.loads((run_dir / "results.json").read_text())
+
+
+@pytest.fixture(scope="session")
+def reference_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The workload run once, uninterrupted, in one process: what every other leg must reproduce."""
+    cwd = tmp_path_factory.mktemp("reference")
+    result = run_cli(["litlab-train", *WORKLOAD, *EPOCHS, "run_id=reference"], cwd, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return cwd / RUNS / "reference"
+
+
+def _cluster_up(conf: Path) -> bool:
+    if not conf.exists() or shutil.which("sinfo") is None:
+        return False
+    probe = subprocess.run(
+        ["sinfo", "-h", "-N", "-o", "%N %T"],
+        capture_output=True,
+        text=True,
+        timeout=20,
+        env={**os.environ, "SLURM_CONF": str(conf)},
+    )
+    states = dict(line.split() for line in probe.stdout.splitlines() if len(line.split()) == 2)
+    return probe.returncode == 0 and all(
+        states.get(n, "").startswith(("idle", "mix", "alloc")) for n in ("n1", "n2")
+    )
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> Iterator[dict[str, str]]:
+    """``{"SLURM_CONF": ...}`` of the two-node cluster: the one CI started, or one started here.
+
+    Skips (with the reason) only where slurm cannot be installed or started: not root, no apt-get,
+    no packages. With LITLAB_REQUIRE_SLURM=1 (set by .ci/run) those fail instead.
+    """
+    state = Path(os.environ.get("LITLAB_SLURM_DIR", "/tmp/litlab-slurm"))
+    conf = state / "slurm.conf"
+    env = {"SLURM_CONF": str(conf)}
+    if _cluster_up(conf):
+        yield env
+        return
+    started = subprocess.run(["bash", str(CLUSTER), "start"], capture_output=True, text=True, timeout=900)
+    if started.returncode != 0:
+        reason = f"no SLURM cluster: scripts/slurm/cluster.sh start failed: {started.stderr.strip()[-600:]}"
+        if os.environ.get("LITLAB_REQUIRE_SLURM") == "1":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    try:
+        yield env
+    finally:
+        subprocess.run(["bash", str(CLUSTER), "stop"], capture_output=True, timeout=120)
+
+
+@pytest.fixture
+def slurm(slurm_cluster: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    """The cluster for one test; cancels whatever that test left queued or running."""
+    monkeypatch.setenv("SLURM_CONF", slurm_cluster["SLURM_CONF"])
+    yield slurm_cluster
+    subprocess.run(["scancel", "--user", getpass.getuser()], capture_output=True, timeout=30)
+
+
+def stop(process: subprocess.Popen, timeout: float) -> int:
+    """Wait for ``process``; kill it (and fail) if it outlives ``timeout``."""
+    try:
+        return process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        raise AssertionError(f"{process.args[0]} did not finish within {timeout:.0f} s") from None
