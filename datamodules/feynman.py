@@ -32,12 +32,11 @@ from typing import Literal
 import numpy as np
 import torch
 
+from litlab.datamodules.data_root import DATA_ROOT_ENV, data_root_candidates
 from litlab.datamodules.functions import RegressionDataModule, TensorBatchDataset, uniform_grid
 
 CSV_NAME = "FeynmanEquations.csv"
-DATA_ROOT_ENV = "LITLAB_DATA_ROOT"
 CSV_URL = "https://space.mit.edu/home/tegmark/aifeynman/FeynmanEquations.csv"
-REPO_ROOT = Path(__file__).resolve().parents[1]
 MAX_FORMULA_LENGTH = 1000
 ZERO_EPS = 1e-6
 
@@ -191,12 +190,7 @@ class FeynmanEquation:
 def feynman_csv_path(root: str | os.PathLike | None = None) -> Path:
     """Where ``FeynmanEquations.csv`` is: ``root`` if given, else ``$LITLAB_DATA_ROOT/feynman``, else
     the repository's sibling ``../shared/data/feynman``; a clear FileNotFoundError if none holds it."""
-    if root is not None:
-        candidates = [Path(root).expanduser()]
-    else:
-        env = os.environ.get(DATA_ROOT_ENV)
-        candidates = [Path(env).expanduser() / "feynman"] if env else []
-        candidates.append(REPO_ROOT.parent / "shared" / "data" / "feynman")
+    candidates = [Path(root).expanduser()] if root is not None else data_root_candidates("feynman")
     files = [c if c.suffix == ".csv" else c / CSV_NAME for c in candidates]
     for path in files:
         if path.is_file():

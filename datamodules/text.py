@@ -31,13 +31,12 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_in
 from transformers import PreTrainedTokenizerBase
 
 from litlab.datamodules.base import GlobalBatchDataModule
+from litlab.datamodules.data_root import DATA_ROOT_ENV, data_root_candidates
 from litlab.datamodules.functions import batch_loader
 from litlab.lm.evaluation import IGNORE_INDEX
 from litlab.lm.tokenizers import cached_bpe, default_cache_dir, load_tokenizer, token_byte_lengths
 from litlab.utils.errors import LitlabError
 
-DATA_ROOT_ENV = "LITLAB_DATA_ROOT"
-REPO_ROOT = Path(__file__).resolve().parents[1]
 NAMED_FILES = {"tinyshakespeare": "tinyshakespeare.txt"}
 TINYSHAKESPEARE_URL = (
     "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
@@ -57,12 +56,7 @@ def text_file(name: str, root: str | os.PathLike | None = None) -> Path:
     if Path(name).expanduser().is_file():
         return Path(name).expanduser()
     filename = NAMED_FILES.get(name, name)
-    if root is not None:
-        folders = [Path(root).expanduser()]
-    else:
-        env = os.environ.get(DATA_ROOT_ENV)
-        folders = [Path(env).expanduser() / "text"] if env else []
-        folders.append(REPO_ROOT.parent / "shared" / "data" / "text")
+    folders = [Path(root).expanduser()] if root is not None else data_root_candidates("text")
     for folder in folders:
         if (folder / filename).is_file():
             return folder / filename

@@ -12,6 +12,7 @@ import pytest
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
+import litlab.datamodules.data_root as data_root
 import litlab.datamodules.text as text
 from litlab.datamodules.text import (
     TextDataModule,
@@ -59,7 +60,7 @@ def test_text_file_resolution_order(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("LITLAB_DATA_ROOT", str(tmp_path / "nowhere"))
     assert (
         text_file("tinyshakespeare")
-        == text.REPO_ROOT.parent / "shared" / "data" / "text" / "tinyshakespeare.txt"
+        == data_root.REPO_ROOT.parent / "shared" / "data" / "text" / "tinyshakespeare.txt"
     )
     with pytest.raises(FileNotFoundError, match="data.root=.*LITLAB_DATA_ROOT.*char-rnn"):
         text_file("tinyshakespeare", tmp_path / "empty")
