@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import time
 from pathlib import Path
@@ -26,20 +25,11 @@ from hydra import compose, initialize_config_module
 import litlab.utils  # noqa: F401  (registers the litlab.* resolvers)
 from litlab.datamodules.graphs import graph_set, load_node_graph
 from litlab.methods.adaspec.module import NodeClassifier
+from litlab.utils.machine import cpu_model
 
 RESULTS = Path(__file__).resolve().parent / "results"
 BASES = ("chebnet", "chebnetii", "gprgnn", "bernnet", "jacobiconv")
 TARGET_RATIO = 1.3
-
-
-def cpu_model() -> str:
-    """The CPU's model name from /proc/cpuinfo, else what platform reports."""
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
 
 
 def model_configs(base: str) -> dict:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -26,6 +25,8 @@ from pathlib import Path
 
 import lightning as L
 import torch
+
+from litlab.utils.machine import cpu_model
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -113,7 +114,7 @@ def main() -> None:
         "quick": args.quick,
         "torch_version": torch.__version__,
         "lightning_version": L.__version__,
-        "cpu_model": platform.processor() or platform.machine(),
+        "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
         "load_average_before_after": [load_before, os.getloadavg()[0]],
         "workload": WORKLOAD,

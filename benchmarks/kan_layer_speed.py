@@ -27,21 +27,12 @@ import torch
 from torch import Tensor, nn
 
 from litlab.methods.kan.layers import KAN, KANLayer
+from litlab.utils.machine import cpu_model
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SPLINE_ORDER = 3
 TARGET_PYKAN_SPEEDUP = 10.0
 TARGET_MLP_SLOWDOWN = 3.0
-
-
-def cpu_model() -> str:
-    """The CPU's model name from /proc/cpuinfo, else what platform reports."""
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
 
 
 def n_parameters(module: nn.Module) -> int:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import tempfile
 import time
@@ -34,6 +33,7 @@ from omegaconf import DictConfig, open_dict
 
 import litlab.utils  # noqa: F401  (registers the litlab.* resolvers)
 from litlab.train import train
+from litlab.utils.machine import cpu_model
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TARGET_RATIO = 1.05
@@ -177,7 +177,7 @@ def main() -> None:
         "threads": 1,
         "clock": "process CPU time",
         "variants": VARIANTS,
-        "cpu_model": platform.processor() or platform.machine(),
+        "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
         "load_average_before_after": [load_before, os.getloadavg()[0]],
         "target_ratio": TARGET_RATIO,
