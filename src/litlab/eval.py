@@ -6,7 +6,6 @@ import logging
 from pathlib import Path
 
 import hydra
-import lightning as L
 import torch
 from omegaconf import DictConfig
 
@@ -38,8 +37,7 @@ def evaluate(cfg: DictConfig) -> float | None:
     """Test ``cfg.ckpt_path`` on ``cfg.data`` and return ``optimized_metric``."""
     check_checkpoint(cfg.ckpt_path)
     exp.prepare(cfg)
-    datamodule: L.LightningDataModule = hydra.utils.instantiate(cfg.data)
-    model: L.LightningModule = hydra.utils.instantiate(cfg.model)
+    datamodule, model = exp.build_data_and_model(cfg)
     trainer = exp.build_trainer(cfg)
     try:
         trainer.test(model, datamodule=datamodule, ckpt_path=cfg.ckpt_path, weights_only=True)

@@ -20,8 +20,7 @@ def train(cfg: DictConfig) -> float | None:
     """Fit ``cfg.model`` on ``cfg.data`` with ``cfg.trainer``, then test the best checkpoint."""
     exp.check_launch(cfg)
     output_dir = exp.prepare(cfg)
-    datamodule: L.LightningDataModule = hydra.utils.instantiate(cfg.data)
-    model: L.LightningModule = hydra.utils.instantiate(cfg.model)
+    datamodule, model = exp.build_data_and_model(cfg)
     trainer = exp.build_trainer(cfg)
     try:
         exp.log_hyperparameters(cfg, trainer, model)

@@ -88,6 +88,14 @@ def prepare(cfg: DictConfig) -> Path:
     return output_dir
 
 
+def build_data_and_model(cfg: DictConfig) -> tuple[L.LightningDataModule, L.LightningModule]:
+    """Instantiate ``cfg.data`` and ``cfg.model`` with config lists/dicts turned into Python containers, so
+    hyperparameters saved into checkpoints load under ``weights_only=True``."""
+    datamodule = hydra.utils.instantiate(cfg.data, _convert_="partial")
+    model = hydra.utils.instantiate(cfg.model, _convert_="partial")
+    return datamodule, model
+
+
 def build_trainer(cfg: DictConfig) -> L.Trainer:
     """Instantiate the Trainer with the configured callbacks, loggers and atomic checkpointing."""
     callbacks = instantiate_callbacks(cfg.get("callbacks"))
