@@ -1,0 +1,1 @@
+"""CartanFM: Symmetric Space Learning for Combinatorial Generalization (Jeong, Jung & Kim, ICLR 2026)."""

@@ -1,0 +1,204 @@
+"""Train CartanFM, its ablations and the VAE baselines on one recombination split and score them.
+
+``symspace_benchmark`` is the ``litlab-run task=symspace_benchmark`` entry point: for every case and
+seed it trains each model for ``max_steps`` Adam steps, then reports held-out and in-distribution
+reconstruction errors, factor-classifier accuracy on the held-out reconstructions and (for CartanFM
+variants) the Cartan residuals of the learnt bases. The claim test calls ``run_case`` at a tiny size.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+import lightning as L
+import matplotlib.pyplot as plt
+import pandas as pd
+import torch
+from rich.progress import track
+
+from litlab.datamodules.sprites import FACTORS, SpritesDataModule, recombination_mask
+from litlab.methods.symspace.classifier import FactorClassifier, factor_accuracy, train_factor_classifier
+from litlab.methods.symspace.lie import cartan_residuals
+from litlab.methods.symspace.module import CartanFM, ReconstructionModule, reconstruction_errors
+from litlab.utils.plotting import save_figure
+
+log = logging.getLogger("litlab")
+ModuleFactory = Callable[..., ReconstructionModule]
+
+
+def fit(
+    module: ReconstructionModule, data: SpritesDataModule, max_steps: int, seed: int
+) -> ReconstructionModule:
+    """Train ``module`` on ``data``'s training split for ``max_steps`` steps (seeded, no validation)."""
+    L.seed_everything(seed, verbose=False)
+    trainer = L.Trainer(
+        max_steps=max_steps,
+        max_epochs=-1,
+        accelerator="auto",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=0,
+        num_sanity_val_steps=0,
+    )
+    trainer.fit(module, datamodule=data)
+    return module.eval()
+
+
+@torch.no_grad()
+def reconstruct_all(
+    module: ReconstructionModule, images: torch.Tensor, batch_size: int = 512
+) -> torch.Tensor:
+    """Reconstructions (n, C, H, W) of images (n, C, H, W), in batches."""
+    device = next(module.parameters()).device
+    return torch.cat([module.reconstruct(chunk.to(device)).cpu() for chunk in images.split(batch_size)])
+
+
+def split_tensors(data: SpritesDataModule, name: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """All images (n, C, H, W) in [0, 1] and factors (n, 5) of one split ("train", "val", "test")."""
+    images, factors = data.sets[name].tensors
+    return images.float() / data.pixel_scale, factors
+
+
+@torch.no_grad()
+def score(
+    module: ReconstructionModule, data: SpritesDataModule, classifier: FactorClassifier | None
+) -> tuple[dict[str, float], torch.Tensor]:
+    """Held-out and in-distribution errors, classifier accuracy and Cartan residuals; held-out recons."""
+    results: dict[str, float] = {}
+    heldout_recon = torch.empty(0)
+    for name, split in (("heldout", "test"), ("id", "val")):
+        images, factors = split_tensors(data, split)
+        recon = reconstruct_all(module, images)
+        for metric, values in reconstruction_errors(recon, images).items():
+            results[f"{name}_{metric}"] = float(values.mean())
+        if classifier is not None:
+            for factor, acc in factor_accuracy(classifier, recon, factors, FACTORS).items():
+                results[f"{name}_acc_{factor}"] = acc
+        if name == "heldout":
+            heldout_recon = recon
+    if isinstance(module, CartanFM):
+        for name, value in cartan_residuals(module.bases.k, module.bases.p).items():
+            results[f"cartan_residual_{name}"] = float(value)
+        if classifier is not None:
+            results["mirror_in_heldout"] = mirror_in_heldout(module, data, classifier)
+    return results, heldout_recon
+
+
+@torch.no_grad()
+def mirror_in_heldout(
+    module: CartanFM, data: SpritesDataModule, classifier: FactorClassifier, n: int = 512
+) -> float:
+    """Share of geodesic mirror images (decoded from −X of training images) read as held-out combinations.
+
+    A measure of whether the symmetry s_o sends observed latents towards the unobserved region; the share
+    of the grid that is held out is the chance level.
+    """
+    images, _ = split_tensors(data, "train")
+    images = images[torch.linspace(0, len(images) - 1, min(n, len(images))).long()]
+    mirrors = module.decode(-module.lie_element(images), tuple(images.shape[1:]))
+    predicted = torch.stack([lg.argmax(1) for lg in classifier(mirrors)], dim=1).numpy()
+    return float(recombination_mask(predicted, data.sizes, data.split, data.case).mean())
+
+
+@torch.no_grad()
+def classifier_on_data(data: SpritesDataModule, classifier: FactorClassifier) -> dict[str, float]:
+    """The classifier's accuracy on the true held-out and in-distribution images (the scores' ceiling)."""
+    results = {}
+    for name, split in (("heldout", "test"), ("id", "val")):
+        images, factors = split_tensors(data, split)
+        for factor, acc in factor_accuracy(classifier, images, factors, FACTORS).items():
+            results[f"{name}_acc_{factor}"] = acc
+    return results
+
+
+def full_grid_classifier(data: SpritesDataModule, epochs: int, seed: int) -> FactorClassifier:
+    """A factor classifier on every image of ``data`` (train, val and held-out): for scoring only."""
+    parts = [split_tensors(data, name) for name in ("train", "val", "test")]
+    images, factors = torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
+    return train_factor_classifier(images, factors, data.sizes, epochs=epochs, seed=seed)
+
+
+def run_case(
+    models: dict[str, ModuleFactory],
+    data_kwargs: dict,
+    seeds: list[int],
+    max_steps: int,
+    classifier_epochs: int = 0,
+) -> tuple[pd.DataFrame, dict[str, torch.Tensor], SpritesDataModule]:
+    """Train and score every model × seed on one split; rows of scores, and held-out recons of seed 0."""
+    data = SpritesDataModule(**data_kwargs)
+    data.setup()
+    classifier = full_grid_classifier(data, classifier_epochs, seeds[0]) if classifier_epochs else None
+    image_shape = data.image_shape
+    rows, examples = [], {}
+    if classifier is not None:
+        rows.append(
+            {"split": data.split, "case": data.case, "model": "data", **classifier_on_data(data, classifier)}
+        )
+    jobs = [(name, seed) for seed in seeds for name in models]
+    for name, seed in track(jobs, description=f"{data.split} case {data.case}"):
+        torch.manual_seed(seed)
+        module = fit(models[name](image_shape=image_shape), data, max_steps, seed)
+        results, recon = score(module, data, classifier)
+        rows.append({"split": data.split, "case": data.case, "model": name, "seed": seed, **results})
+        if seed == seeds[0]:
+            examples[name] = recon
+    return pd.DataFrame(rows), examples, data
+
+
+def reconstruction_grid(
+    originals: torch.Tensor, examples: dict[str, torch.Tensor], n: int = 10
+) -> plt.Figure:
+    """One row of held-out originals, then one row per model of its reconstructions."""
+    pick = torch.linspace(0, len(originals) - 1, min(n, len(originals))).long()
+    rows = {"held-out": originals, **examples}
+    fig, axes = plt.subplots(len(rows), len(pick), figsize=(1.1 * len(pick), 1.15 * len(rows)), squeeze=False)
+    for r, (name, images) in enumerate(rows.items()):
+        for c, i in enumerate(pick.tolist()):
+            axes[r, c].imshow(images[i].permute(1, 2, 0).squeeze(-1), cmap="gray", vmin=0, vmax=1)
+            axes[r, c].set_xticks([])
+            axes[r, c].set_yticks([])
+        axes[r, 0].set_ylabel(name, fontsize=7, rotation=0, ha="right", va="center")
+    return fig
+
+
+def symspace_benchmark(
+    output_dir: Path,
+    models: dict[str, ModuleFactory],
+    split: str = "r2r",
+    cases: tuple[int, ...] = (0, 1, 2),
+    seeds: tuple[int, ...] = (0,),
+    max_steps: int = 2000,
+    classifier_epochs: int = 10,
+    data: dict | None = None,
+) -> dict[str, float]:
+    """Write runs.csv, table.md (mean over seeds), results.json and held-out reconstruction grids.
+
+    Returns ``<model>/heldout_bce`` averaged over cases and seeds.
+    """
+    output_dir = Path(output_dir)
+    frames = []
+    for case in cases:
+        frame, examples, datamodule = run_case(
+            models, {**(data or {}), "split": split, "case": case}, list(seeds), max_steps, classifier_epochs
+        )
+        frames.append(frame)
+        originals, _ = split_tensors(datamodule, "test")
+        save_figure(reconstruction_grid(originals, examples), output_dir, f"{split}_case{case}_heldout")
+    runs = pd.concat(frames, ignore_index=True)
+    runs.to_csv(output_dir / "runs.csv", index=False)
+    table = runs.drop(columns="seed").groupby(["split", "case", "model"], sort=False).mean().reset_index()
+    (output_dir / "table.md").write_text(table.round(3).to_markdown(index=False))
+    log.info("\n%s", table.round(3).to_string(index=False))
+    trained = runs[runs["model"] != "data"]
+    results = {
+        f"{m}/heldout_bce": float(v) for m, v in trained.groupby("model")["heldout_bce"].mean().items()
+    }
+    (output_dir / "results.json").write_text(json.dumps(results, indent=2))
+    return results

@@ -1,0 +1,91 @@
+"""The Cartan penalties and residuals against brute-force loops and a known symmetric pair."""
+
+from __future__ import annotations
+
+import itertools
+
+import torch
+
+from litlab.methods.symspace.lie import (
+    LieBases,
+    bracket,
+    cartan_orthogonality,
+    cartan_residuals,
+    span_residual,
+)
+
+
+def so_split(a: int, b: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """so(a+b) = k ⊕ p, k = so(a) ⊕ so(b) block-diagonal, and p the off-diagonal block (symmetric pair)."""
+    n = a + b
+    k, p = [], []
+    for i, j in itertools.combinations(range(n), 2):
+        e = torch.zeros(n, n, dtype=torch.float64)
+        e[i, j], e[j, i] = 1.0, -1.0
+        (k if (i < a) == (j < a) else p).append(e)
+    return torch.stack(k), torch.stack(p)
+
+
+def brute_orthogonality(k: torch.Tensor, p: torch.Tensor) -> dict[str, float]:
+    def comm(x, y):
+        return x @ y - y @ x
+
+    def mean_sq(pairs, targets):
+        return sum(float((comm(x, y) * t).sum()) ** 2 for x, y in pairs for t in targets) / (
+            len(pairs) * len(targets)
+        )
+
+    return {
+        "kk": mean_sq([(k[i], k[j]) for i, j in itertools.combinations(range(len(k)), 2)], p),
+        "kp": mean_sq([(x, y) for x in k for y in p], k),
+        "pp": mean_sq([(p[i], p[j]) for i, j in itertools.combinations(range(len(p)), 2)], p),
+    }
+
+
+def test_bracket_matches_matrix_commutator() -> None:
+    a, b = torch.randn(3, 4, 4, dtype=torch.float64), torch.randn(2, 4, 4, dtype=torch.float64)
+    out = bracket(a, b)
+    assert out.shape == (3, 2, 4, 4)
+    torch.testing.assert_close(out[2, 1], a[2] @ b[1] - b[1] @ a[2])
+
+
+def test_orthogonality_penalty_matches_brute_force() -> None:
+    torch.manual_seed(0)
+    k, p = torch.randn(3, 4, 4, dtype=torch.float64), torch.randn(4, 4, 4, dtype=torch.float64)
+    got = {name: float(value) for name, value in cartan_orthogonality(k, p).items()}
+    expected = brute_orthogonality(k, p)
+    for name in expected:
+        assert abs(got[name] - expected[name]) <= 1e-9 * max(1.0, expected[name]), name
+
+
+def test_penalties_vanish_on_a_symmetric_pair_and_not_on_random_bases() -> None:
+    k, p = so_split(2, 3)  # so(5): dim k = 1 + 3, dim p = 6
+    assert (k.shape[0], p.shape[0]) == (4, 6)
+    for value in [*cartan_orthogonality(k, p).values(), *cartan_residuals(k, p).values()]:
+        assert float(value) < 1e-20
+    torch.manual_seed(0)
+    rk, rp = torch.randn_like(k), torch.randn_like(p)
+    for value in [*cartan_orthogonality(rk, rp).values(), *cartan_residuals(rk, rp).values()]:
+        assert float(value) > 1e-3
+    # Swapping the roles of k and p breaks [p, p] ⊂ k: the pair is not a Cartan decomposition any more.
+    assert float(cartan_residuals(p, k)["pp"]) > 0.1
+
+
+def test_residual_is_the_share_outside_the_span() -> None:
+    basis = torch.zeros(2, 3, 3, dtype=torch.float64)
+    basis[0, 0, 0], basis[1, 1, 1] = 1.0, 1.0
+    inside, outside = torch.zeros(3, 3, dtype=torch.float64), torch.zeros(3, 3, dtype=torch.float64)
+    inside[0, 0], outside[2, 2] = 3.0, 4.0  # ‖inside‖² = 9, ‖outside‖² = 16
+
+    assert abs(float(span_residual((inside + outside)[None], basis)) - 16 / 25) < 1e-12
+
+
+def test_lie_element_is_the_coefficient_sum_of_bases() -> None:
+    torch.manual_seed(0)
+    bases = LieBases(n_k=2, n_p=3, dim=4)
+    c_k, c_p = torch.randn(5, 2), torch.randn(5, 3)
+    x = bases(c_k, c_p)
+    expected = sum(c_k[1, i] * bases.k[i] for i in range(2)) + sum(c_p[1, j] * bases.p[j] for j in range(3))
+    torch.testing.assert_close(x[1], expected)
+    norms = [b.norm() for b in [*bases.k, *bases.p]]
+    torch.testing.assert_close(bases.nontriviality(), sum(1 / n for n in norms))
