@@ -1,0 +1,1 @@
+"""DeepWeightFlow (ICLR 2026): flow matching over canonicalised network weights."""
