@@ -1,0 +1,55 @@
+"""The reconstruction objective and its LightningModule wiring on a short flight."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from litlab.datamodules.events import FlightConfig, load_sequence
+from litlab.methods.skyevents.module import EventReconstructor
+from litlab.methods.skyevents.objective import EventReconstruction, fit
+from litlab.methods.skyevents.study import held_out
+
+SMALL = {"seed": 5, "condition": "low_light", "duration": 0.4, "time_offset": 0.007}
+
+
+@pytest.fixture(scope="module")
+def sequence():
+    return load_sequence(FlightConfig(**SMALL))
+
+
+@pytest.mark.parametrize("event_loss", ["none", "full", "rer"])
+def test_each_setup_trains_and_lowers_its_loss(sequence, event_loss: str) -> None:
+    weight = {"none": 0.0, "full": 0.006, "rer": 0.0003}[event_loss]  # the packaged configs' weights
+    objective = EventReconstruction(event_loss=event_loss, event_weight=weight)
+    objective.build(sequence, 0.007)
+    train, test = held_out(sequence)
+    before = objective.evaluate(sequence, test)["psnr"]
+    rgb_before = float(objective.losses(sequence, train)["rgb"])
+    history = fit(objective, sequence, train, steps=25)
+    losses = objective.losses(sequence, train)
+    assert set(losses) == ({"rgb", "total"} if event_loss == "none" else {"rgb", "event", "total"})
+    assert float(losses["rgb"]) < 0.7 * rgb_before and history[-1] < history[0]
+    assert objective.evaluate(sequence, test)["psnr"] > before + 3
+
+
+def test_rer_gradient_reaches_only_texels_seen_by_the_event_camera(sequence) -> None:
+    objective = EventReconstruction(event_loss="rer", event_weight=1.0, min_events=1)
+    objective.build(sequence, 0.007)
+    with torch.no_grad():
+        objective.texture.logits.normal_(generator=torch.Generator().manual_seed(0))
+    event = objective.losses(sequence, torch.tensor([4, 5]))["event"]
+    event.backward()
+    touched = objective.texture.logits.grad.abs().sum(0) > 0
+    assert float(event.detach()) > 0 and 0 < float(touched.float().mean()) < 0.2
+
+
+def test_unknown_event_loss_is_rejected() -> None:
+    with pytest.raises(ValueError, match="event_loss"):
+        EventReconstruction(event_loss="l2")
+
+
+def test_module_offset_choices(sequence) -> None:
+    objective = EventReconstruction()
+    assert EventReconstructor(objective, torch.optim.Adam, offset="true").resolve_offset(sequence) == 0.007
+    assert EventReconstructor(objective, torch.optim.Adam, offset=0.002).resolve_offset(sequence) == 0.002
