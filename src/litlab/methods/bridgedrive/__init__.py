@@ -1,0 +1,1 @@
+"""BridgeDrive (Liu et al., ICLR 2026): anchor-guided diffusion-bridge planner, evaluated in highway-env."""
