@@ -25,6 +25,7 @@ from hydra import compose, initialize_config_module
 import litlab.utils  # noqa: F401  (registers the litlab.* resolvers)
 from litlab.datamodules.graphs import graph_set, load_node_graph
 from litlab.methods.adaspec.module import NodeClassifier
+from litlab.methods.adaspec.training import train_step
 from litlab.utils.machine import cpu_model
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -48,11 +49,7 @@ def epoch_timer(module: NodeClassifier, graph, metric: str):
     optimizer = module.configure_optimizers()
 
     def epoch() -> None:
-        module.train()
-        optimizer.zero_grad(set_to_none=True)
-        loss, _ = module.loss_and_score(module(graph.x), graph, graph.train_mask)
-        loss.backward()
-        optimizer.step()
+        train_step(module, optimizer, graph)
         module.eval()
         with torch.no_grad():
             module.loss_and_score(module(graph.x), graph, graph.val_mask)

@@ -30,6 +30,15 @@ class FitResult:
     seconds: float
 
 
+def train_step(module: NodeClassifier, optimizer: torch.optim.Optimizer, graph: Data) -> None:
+    """One full-batch optimiser step on the training mask of ``graph``."""
+    module.train()
+    optimizer.zero_grad(set_to_none=True)
+    loss, _ = module.loss_and_score(module(graph.x), graph, graph.train_mask)
+    loss.backward()
+    optimizer.step()
+
+
 def fit_full_batch(
     module: NodeClassifier,
     graph: Data,
@@ -52,11 +61,7 @@ def fit_full_batch(
     start = time.perf_counter()
     epoch = 0
     for epoch in range(max_epochs):
-        module.train()
-        optimizer.zero_grad(set_to_none=True)
-        loss, _ = module.loss_and_score(module(graph.x), graph, graph.train_mask)
-        loss.backward()
-        optimizer.step()
+        train_step(module, optimizer, graph)
         module.eval()
         with torch.no_grad():
             logits = module(graph.x)
