@@ -29,13 +29,20 @@ GRIDS = {
     "ci": {"image_size": 16, "n_scales": 2, "n_orientations": 1, "n_positions": 8},
     "full": {"image_size": 16},
 }
+DECODERS = {
+    "ours": {"normalize_condition": True, "condition_channels": 8},
+    "paper": {"normalize_condition": False, "condition_channels": 0},
+}
 NO_STRUCTURE = {"cartan_weight": 0.0, "geodesic_weight": 0.0, "nontrivial_weight": 0.0, "gsc_weight": 0.0}
 
 
-def models(lr: float, width: int, names: list[str]) -> dict:
-    """Module factories by name: vae, beta_vae, fm_only, cartanfm, cartanfm_code_sign, cartanfm_no_gsc."""
+def models(lr: float, width: int, names: list[str], decoder: str = "ours") -> dict:
+    """Module factories by name: vae, beta_vae, fm_only, cartanfm, cartanfm_code_sign, cartanfm_no_gsc.
+
+    ``decoder="paper"`` conditions the U-Net through AdaGN only (no condition norm, no condition channels).
+    """
     adam = partial(torch.optim.Adam, lr=lr)
-    fm = partial(CartanFM, optimizer=adam, unet_width=width, sample_steps=10)
+    fm = partial(CartanFM, optimizer=adam, unet_width=width, sample_steps=10, **DECODERS[decoder])
     every = {
         "vae": partial(VAE, optimizer=adam),
         "beta_vae": partial(VAE, optimizer=adam, beta=4.0),
@@ -59,12 +66,13 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--models", default="vae,fm_only,cartanfm")
+    parser.add_argument("--decoder", choices=sorted(DECODERS), default="ours")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
     frame, _, _ = run_case(
-        models(args.lr, args.width, args.models.split(",")),
+        models(args.lr, args.width, args.models.split(","), args.decoder),
         {"split": args.split, "case": args.case, "grid": GRIDS[args.grid], "batch_size": args.batch},
         [int(s) for s in args.seeds.split(",")],
         args.steps,

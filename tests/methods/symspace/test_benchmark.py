@@ -25,18 +25,22 @@ def test_benchmark_task_writes_table_results_and_grids(compose_config, tmp_path:
             "task.data.batch_size=16",
             "task.models.cartanfm.unet_width=8",
             "task.models.cartanfm.sample_steps=2",
+            "task.models.cartanfm_paper_decoder.unet_width=8",
+            "task.models.cartanfm_paper_decoder.sample_steps=2",
         ],
     )
     with open_dict(cfg):
-        cfg.task.models = {name: cfg.task.models[name] for name in ("vae", "cartanfm")}
+        kept = ("vae", "cartanfm", "cartanfm_paper_decoder")
+        cfg.task.models = {name: cfg.task.models[name] for name in kept}
     results = instantiate(cfg.task)(output_dir=tmp_path)
-    assert set(results) == {"vae/heldout_bce", "cartanfm/heldout_bce"}
+    assert set(results) == {"vae/heldout_bce", "cartanfm/heldout_bce", "cartanfm_paper_decoder/heldout_bce"}
     runs = pd.read_csv(tmp_path / "runs.csv")
-    assert list(runs["model"]) == ["data", "vae", "cartanfm"]
+    assert list(runs["model"]) == ["data", "vae", "cartanfm", "cartanfm_paper_decoder"]
     data_row = runs.set_index("model").loc["data"]
     assert 0.0 <= data_row["heldout_acc_all"] <= 1.0
     cartan = runs.set_index("model").loc["cartanfm"]
     assert 0.0 <= cartan["mirror_in_heldout"] <= 1.0 and cartan["cartan_residual_pp"] > 0
+    assert 0.0 <= cartan["heldout_k_share"] <= 1.0 and cartan["cartan_orthogonality"] > 0
     assert json.loads((tmp_path / "results.json").read_text()) == results
     assert "heldout_bce" in (tmp_path / "table.md").read_text()
     assert (tmp_path / "plots" / "r2r_case0_heldout.png").exists()

@@ -4,11 +4,14 @@ CartanFM and the flow-matching-only ablation (same encoder, bases and U-Net, str
 trained for the same 150 seeded Adam steps on R2R case 0 of a small sprite grid (hearts on the right
 half held out). With the terms on, the Cartan orthogonality penalties of the learnt bases must fall well
 below the ablation's, and the geodesic term must push the held-out latents X into p (a small share of
-‖X‖² in k). These hold with a wide margin (measured: penalty 0.0014 vs 0.0057, k-share 0.07 vs 0.29).
+‖X‖² in k). Measured on seed 0: penalty 0.0014 vs 0.0057, k-share 0.07 vs 0.29; on seed 1 (not run
+here) 0.0013 vs 0.0039 and 0.19 vs 0.36, i.e. a k-share ratio of 0.51, above this test's 0.4 margin.
 
-The paper's headline (held-out error far below the VAE's) is NOT asserted: at this budget the
-flow-matching decoders have not learnt to draw the sprites and the VAE's error is much lower; the
-numbers at larger budgets are in the method README (benchmarks/symspace_recombination.py).
+Both models use the paper's decoder (condition through AdaGN only). With our default decoder (normalised
+condition + condition channels) the CFM gradient reaching the bases is much larger and at 150 steps the
+structure terms barely show (penalty ratio ~0.8); see the method README. The paper's headline (held-out
+error below the VAE's) is not asserted: it needs thousands of steps; the measured numbers are in the
+method README (benchmarks/symspace_recombination.py).
 """
 
 from __future__ import annotations
@@ -19,22 +22,20 @@ import pytest
 import torch
 
 from litlab.datamodules.sprites import SpritesDataModule
-from litlab.methods.symspace.benchmark import fit, split_tensors
+from litlab.methods.symspace.benchmark import fit, k_share, split_tensors
 from litlab.methods.symspace.lie import cartan_orthogonality
 from litlab.methods.symspace.module import CartanFM
 
 GRID = {"image_size": 16, "n_scales": 2, "n_orientations": 1, "n_positions": 8}
 NO_STRUCTURE = {"cartan_weight": 0.0, "geodesic_weight": 0.0, "nontrivial_weight": 0.0, "gsc_weight": 0.0}
+PAPER_DECODER = {"normalize_condition": False, "condition_channels": 0}
 
 
 def structure(model: CartanFM, images: torch.Tensor) -> tuple[float, float]:
     """(Σ Cartan orthogonality penalties of the bases, mean share of ‖X‖² in k over images)."""
     with torch.no_grad():
-        c_k, c_p, _, _ = model.encode(images)
-        x_k, x_p = model.bases.components(c_k, c_p)
-        share = (x_k.square().sum((1, 2)) / (x_k + x_p).square().sum((1, 2))).mean()
         penalty = sum(cartan_orthogonality(model.bases.k, model.bases.p).values())
-    return float(penalty), float(share)
+    return float(penalty), k_share(model, images)
 
 
 @pytest.mark.slow
@@ -46,7 +47,8 @@ def test_cartan_terms_shape_the_latent_algebra(tmp_path, monkeypatch) -> None:
     measured = {}
     for name, weights in (("fm_only", NO_STRUCTURE), ("cartanfm", {})):
         torch.manual_seed(0)
-        model = CartanFM(partial(torch.optim.Adam, lr=2e-3), image_shape=(1, 16, 16), unet_width=8, **weights)
+        adam = partial(torch.optim.Adam, lr=2e-3)
+        model = CartanFM(adam, image_shape=(1, 16, 16), unet_width=8, **PAPER_DECODER, **weights)
         measured[name] = structure(fit(model, data, max_steps=150, seed=0), held_out)
     print(measured)
     (penalty, share), (base_penalty, base_share) = measured["cartanfm"], measured["fm_only"]

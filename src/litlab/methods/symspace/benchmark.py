@@ -21,7 +21,7 @@ from rich.progress import track
 
 from litlab.datamodules.sprites import FACTORS, SpritesDataModule, recombination_mask
 from litlab.methods.symspace.classifier import FactorClassifier, factor_accuracy, train_factor_classifier
-from litlab.methods.symspace.lie import cartan_residuals
+from litlab.methods.symspace.lie import cartan_orthogonality, cartan_residuals
 from litlab.methods.symspace.module import CartanFM, ReconstructionModule, reconstruction_errors
 from litlab.utils.plotting import save_figure
 
@@ -85,9 +85,20 @@ def score(
     if isinstance(module, CartanFM):
         for name, value in cartan_residuals(module.bases.k, module.bases.p).items():
             results[f"cartan_residual_{name}"] = float(value)
+        penalties = cartan_orthogonality(module.bases.k, module.bases.p)
+        results["cartan_orthogonality"] = float(sum(penalties.values()))
+        results["heldout_k_share"] = k_share(module, split_tensors(data, "test")[0])
         if classifier is not None:
             results["mirror_in_heldout"] = mirror_in_heldout(module, data, classifier)
     return results, heldout_recon
+
+
+@torch.no_grad()
+def k_share(module: CartanFM, images: torch.Tensor) -> float:
+    """Mean share ‖X_k‖² / ‖X‖² of images (n, C, H, W): how far the geodesic term has pushed X into p."""
+    c_k, c_p, _, _ = module.encode(images.to(next(module.parameters()).device))
+    x_k, x_p = module.bases.components(c_k, c_p)
+    return float((x_k.square().sum((1, 2)) / (x_k + x_p).square().sum((1, 2))).mean())
 
 
 @torch.no_grad()

@@ -122,6 +122,8 @@ class CartanFM(ReconstructionModule):
         z_dim: int = 10,
         unet_width: int = 32,
         condition: str = "vec",
+        normalize_condition: bool = True,
+        condition_channels: int = 8,
         cartan_weight: float = 1.0,
         geodesic_weight: float = 0.1,
         nontrivial_weight: float = 1e-3,
@@ -141,7 +143,13 @@ class CartanFM(ReconstructionModule):
         self.n_k, self.n_p, self.z_dim = n_k, n_p, z_dim
         self.encoder = Encoder(tuple(image_shape), n_k + n_p + 2 * z_dim)
         self.bases = LieBases(n_k, n_p, algebra_dim)
-        self.unet = ConditionalUNet(image_shape[0], algebra_dim**2, width=unet_width)
+        self.unet = ConditionalUNet(
+            image_shape[0],
+            algebra_dim**2,
+            width=unet_width,
+            normalize_condition=normalize_condition,
+            condition_channels=condition_channels,
+        )
 
     def encode(self, images: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """(c_k (B, n_k), c_p (B, n_p), mu (B, z), logvar (B, z)) of images (B, C, H, W)."""

@@ -75,15 +75,30 @@ class ConditionalUNet(nn.Module):
 
     x (B, C, H, W), t (B,), cond (B, cond_dim) -> (B, C, H, W). Time enters as 4 sin/cos input
     channels and, with the condition, through the AdaGN embedding. H and W must be divisible by 4.
+    ``normalize_condition`` layer-normalises the condition first (it keeps a condition whose spread
+    across images is tiny from vanishing); ``condition_channels`` > 0 also projects it to that many
+    channels broadcast over the image and concatenated to the stem input.
     """
 
-    def __init__(self, channels: int, cond_dim: int, width: int = 32, embed_dim: int = 128) -> None:
+    def __init__(
+        self,
+        channels: int,
+        cond_dim: int,
+        width: int = 32,
+        embed_dim: int = 128,
+        normalize_condition: bool = False,
+        condition_channels: int = 0,
+    ) -> None:
         super().__init__()
+        self.condition_norm = (
+            nn.LayerNorm(cond_dim, elementwise_affine=False) if normalize_condition else nn.Identity()
+        )
+        self.condition_channels = nn.Linear(cond_dim, condition_channels) if condition_channels > 0 else None
         self.embed = nn.Sequential(
             nn.Linear(cond_dim + 4, embed_dim), nn.SiLU(), nn.Linear(embed_dim, embed_dim)
         )
         w1, w2, w3 = width, 2 * width, 4 * width
-        self.stem = nn.Conv2d(channels + 4, w1, 3, padding=1)
+        self.stem = nn.Conv2d(channels + 4 + condition_channels, w1, 3, padding=1)
         self.down1 = ResBlock(w1, w1, embed_dim)
         self.pool1 = nn.Conv2d(w1, w2, 3, stride=2, padding=1)
         self.down2 = ResBlock(w2, w2, embed_dim)
@@ -99,8 +114,11 @@ class ConditionalUNet(nn.Module):
 
     def forward(self, t: torch.Tensor, x: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
         tf = time_features(t)
+        cond = self.condition_norm(cond)
         e = self.embed(torch.cat([cond, tf], dim=1))
-        h1 = self.down1(self.stem(torch.cat([x, tf[:, :, None, None].expand(-1, -1, *x.shape[2:])], 1)), e)
+        per_image = [tf] if self.condition_channels is None else [tf, self.condition_channels(cond)]
+        planes = torch.cat(per_image, dim=1)[:, :, None, None].expand(-1, -1, *x.shape[2:])
+        h1 = self.down1(self.stem(torch.cat([x, planes], 1)), e)
         h2 = self.down2(self.pool1(h1), e)
         h = self.middle(self.pool2(h2), e)
         h = self.up2(torch.cat([F.interpolate(h, scale_factor=2.0), h2], 1), e)
