@@ -215,6 +215,12 @@ class SpritesDataModule(GlobalBatchDataModule):
         else:
             images, factors, self.sizes = load_real(self.source, self.root)
         held_out = recombination_mask(factors, self.sizes, self.split, self.case)
+        if not held_out.any():
+            raise LitlabError(
+                f"{self.split} case {self.case} holds out no combination on a grid of {self.sizes} values "
+                f"per {FACTORS}: its region {RECOMBINATION_CASES[self.split][self.case]} (dSprites indices) "
+                "falls between grid points; use a finer grid (e.g. data.grid.n_orientations=8)"
+            )
         observed = np.flatnonzero(~held_out)
         order = np.random.default_rng(self.seed).permutation(observed)
         n_val = max(1, int(round(self.val_fraction * len(order))))

@@ -95,6 +95,12 @@ def test_splits_never_leak_a_held_out_combination(split: str, case: int) -> None
     assert len(combos["train"]) + len(combos["val"]) + len(held) == np.prod(sizes)
 
 
+def test_a_grid_too_coarse_for_the_held_out_region_fails_with_a_fix() -> None:
+    grid = {"n_scales": 2, "n_orientations": 1, "n_positions": 8, "image_size": 16}
+    with pytest.raises(LitlabError, match="n_orientations"):
+        SpritesDataModule(split="r2e", case=0, grid=grid).setup()
+
+
 def test_datamodule_is_reproducible_and_batches_are_floats() -> None:
     a = SpritesDataModule(grid=SMALL, batch_size=8, seed=3)
     b = SpritesDataModule(grid=SMALL, batch_size=8, seed=3)
