@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 $(STAMP): pyproject.toml setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install --quiet -e ".[all,dev]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -28,6 +28,7 @@ test-fast: install  ## everything but the slow claim tests
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	LINT_IMPORTS=$(BIN)/lint-imports scripts/lint_imports.sh
 
 format: install
 	$(BIN)/ruff check --fix .

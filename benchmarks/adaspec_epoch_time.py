@@ -22,11 +22,13 @@ import hydra
 import torch
 from hydra import compose, initialize_config_module
 
-import litlab.utils  # noqa: F401  (registers the litlab.* resolvers)
+from litlab.core.machine import cpu_model
 from litlab.datamodules.graphs import graph_set, load_node_graph
 from litlab.methods.adaspec.module import NodeClassifier
 from litlab.methods.adaspec.training import train_step
-from litlab.utils.machine import cpu_model
+from litlab.runner.resolvers import register_hydra_extensions
+
+register_hydra_extensions()
 
 RESULTS = Path(__file__).resolve().parent / "results"
 BASES = ("chebnet", "chebnetii", "gprgnn", "bernnet", "jacobiconv")

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import torch
 
+from litlab.core.machine import cpu_model
+from litlab.datamodules.driving_sim import observation_dim
 from litlab.methods.bridgedrive import planners as P
-from litlab.methods.bridgedrive.sim import observation_dim
 from litlab.methods.bridgedrive.training import plan_statistics
-from litlab.utils.machine import cpu_model
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ARMS = {

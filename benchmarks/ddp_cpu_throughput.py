@@ -26,7 +26,7 @@ from pathlib import Path
 import lightning as L
 import torch
 
-from litlab.utils.machine import cpu_model
+from litlab.core.machine import cpu_model
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import torch
 
+from litlab.core.machine import machine_info
 from litlab.methods.deepweightflow.canonical import align_zoo
 from litlab.methods.deepweightflow.study import fit_generator, timed_generation
 from litlab.methods.deepweightflow.zoo import train_zoo
-from litlab.utils.machine import machine_info
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MLP = {"name": "mlp", "sizes": [64, 32, 10]}

@@ -26,8 +26,8 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from litlab.core.machine import cpu_model
 from litlab.methods.kan.layers import KAN, KANLayer
-from litlab.utils.machine import cpu_model
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SPLINE_ORDER = 3

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import torch
 
+from litlab.core.machine import cpu_model
 from litlab.datamodules.events import FlightConfig, load_sequence
+from litlab.datamodules.uav.render import render
 from litlab.methods.skyevents.gta import estimate_offset_gta
 from litlab.methods.skyevents.objective import EventReconstruction
-from litlab.methods.skyevents.render import render
 from litlab.methods.skyevents.study import held_out
-from litlab.utils.machine import cpu_model
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

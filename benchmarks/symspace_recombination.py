@@ -20,9 +20,9 @@ from pathlib import Path
 
 import torch
 
+from litlab.core.machine import cpu_model
 from litlab.methods.symspace.benchmark import run_case
 from litlab.methods.symspace.module import VAE, CartanFM
-from litlab.utils.machine import cpu_model
 
 RESULTS = Path(__file__).resolve().parent / "results"
 GRIDS = {

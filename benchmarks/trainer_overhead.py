@@ -31,9 +31,11 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from omegaconf import DictConfig, open_dict
 
-import litlab.utils  # noqa: F401  (registers the litlab.* resolvers)
+from litlab.core.machine import cpu_model
+from litlab.runner.resolvers import register_hydra_extensions
 from litlab.train import train
-from litlab.utils.machine import cpu_model
+
+register_hydra_extensions()
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TARGET_RATIO = 1.05

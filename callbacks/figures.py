@@ -14,20 +14,15 @@ from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger  # noqa: E4
 from lightning.pytorch.utilities import rank_zero_only  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from litlab.core.figures import save_figure  # noqa: E402
+
 log = logging.getLogger(__name__)
-
-
-def plots_dir(trainer: L.Trainer) -> Path:
-    """``<run folder>/plots``."""
-    return Path(trainer.default_root_dir) / "plots"
 
 
 @rank_zero_only
 def log_figure(trainer: L.Trainer, name: str, figure: Figure) -> Path:
     """Write ``figure`` to ``plots/<name>.png`` and to every wandb/tensorboard logger; close it."""
-    path = plots_dir(trainer) / f"{name}.png"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=120, bbox_inches="tight")
+    path = save_figure(figure, trainer.default_root_dir, name, close=False)
     for logger in trainer.loggers:
         if isinstance(logger, WandbLogger):
             logger.log_image(key=f"plots/{name}", images=[str(path)], step=trainer.global_step)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import lightning as L
 import torch
 
-from litlab.utils.errors import LitlabError
+from litlab.core.errors import LitlabError
 
 
 class GridUpdateCallback(L.Callback):

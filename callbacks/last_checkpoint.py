@@ -16,7 +16,7 @@ from lightning.pytorch.callbacks import Checkpoint
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from lightning.pytorch.utilities.warnings import PossibleUserWarning
 
-from litlab.utils import slurm
+from litlab.core import slurm
 
 # What a save point agrees on across ranks (the max over ranks wins).
 _NOTHING, _PERIODIC, _STOP, _REQUEUE = 0, 1, 2, 3

@@ -7,7 +7,7 @@ import math
 import lightning as L
 import torch
 
-from litlab.utils.errors import LitlabError
+from litlab.core.errors import LitlabError
 
 
 class NonFiniteLossError(LitlabError):

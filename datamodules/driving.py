@@ -19,11 +19,11 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
+from litlab.core.errors import LitlabError
+from litlab.core.paths import cache_dir
 from litlab.datamodules.base import GlobalBatchDataModule
-from litlab.datamodules.data_root import cache_dir
-from litlab.methods.bridgedrive.geometry import future_waypoints
-from litlab.methods.bridgedrive.sim import SceneConfig, install_expert, make_env, observe, pose
-from litlab.utils.errors import LitlabError
+from litlab.datamodules.driving_geometry import future_waypoints
+from litlab.datamodules.driving_sim import SceneConfig, install_expert, make_env, observe, pose
 
 
 def expert_episode(scene: SceneConfig, seed: int, horizon: int, stride: int) -> tuple[np.ndarray, np.ndarray]:
@@ -90,7 +90,7 @@ def load_or_collect(
         path = Path(path)
         if not path.is_file():
             raise LitlabError(
-                f"driving dataset {path} not found; write it with `litlab-run task=bridgedrive_data` or set "
+                f"driving dataset {path} not found; write it with `litlab-run task=bridgedrive/data` or set "
                 "data.path=null to collect one on the fly"
             )
     else:

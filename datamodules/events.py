@@ -20,9 +20,10 @@ from scipy import ndimage
 from torch.nn import functional as F
 from torch.utils.data import DataLoader
 
+from litlab.core.cache import cached_tensors
+from litlab.core.errors import LitlabError
 from litlab.datamodules.base import GlobalBatchDataModule
-from litlab.datamodules.data_root import cache_dir
-from litlab.methods.skyevents.geometry import (
+from litlab.datamodules.uav.geometry import (
     HeightField,
     Intrinsics,
     Trajectory,
@@ -31,9 +32,8 @@ from litlab.methods.skyevents.geometry import (
     nadir_rotation,
     quaternion_to_matrix,
 )
-from litlab.methods.skyevents.render import GroundTexture, log_luminance, render, render_depth
-from litlab.methods.skyevents.sensors import Events, expose_rgb, noise_events, simulate_events
-from litlab.utils.errors import LitlabError
+from litlab.datamodules.uav.render import GroundTexture, log_luminance, render, render_depth
+from litlab.datamodules.uav.sensors import Events, expose_rgb, noise_events, simulate_events
 
 CONDITIONS = {
     # exposure (s), light gain (1 = well lit), event noise rate (Hz per pixel)
@@ -328,20 +328,103 @@ def simulate_event_camera(
     return Events.concatenate([signal, noise])
 
 
+# Bump when synthesize_sequence changes what it generates (cached flights are keyed by it).
+GENERATOR_VERSION = "2"
+
+
+def sequence_tensors(sequence: UAVSequence) -> dict[str, torch.Tensor]:
+    """A flight as named tensors (what the cache stores; no pickled objects)."""
+
+    def intrinsics(k: Intrinsics) -> torch.Tensor:
+        return torch.tensor([k.fx, k.fy, k.cx, k.cy, k.width, k.height], dtype=torch.float64)
+
+    tensors = {
+        "frames": sequence.frames,
+        "frame_times": sequence.frame_times,
+        "scalars": torch.tensor(
+            [
+                sequence.exposure,
+                math.nan if sequence.time_offset is None else sequence.time_offset,
+                sequence.event_threshold,
+            ],
+            dtype=torch.float64,
+        ),
+        "rgb_intrinsics": intrinsics(sequence.rgb_intrinsics),
+        "event_intrinsics": intrinsics(sequence.event_intrinsics),
+        "event_rotation": sequence.event_rotation,
+        "event_translation": sequence.event_translation,
+        "trajectory_times": sequence.trajectory.times,
+        "trajectory_quats": sequence.trajectory.quats,
+        "trajectory_centres": sequence.trajectory.centres,
+        "events_x": sequence.events.x,
+        "events_y": sequence.events.y,
+        "events_t": sequence.events.t,
+        "events_p": sequence.events.p,
+        "surface_heights": sequence.surface.heights,
+        "surface_bounds": torch.tensor(sequence.surface.bounds, dtype=torch.float64),
+        "texture_bounds": torch.tensor(sequence.texture_bounds, dtype=torch.float64),
+    }
+    if sequence.gt_texture is not None:
+        tensors["gt_albedo"] = sequence.gt_texture.albedo().detach()
+        tensors["gt_texture_bounds"] = torch.tensor(sequence.gt_texture.bounds, dtype=torch.float64)
+    for name in ("sharp_views", "depths"):
+        if getattr(sequence, name) is not None:
+            tensors[name] = getattr(sequence, name)
+    return tensors
+
+
+def sequence_from_tensors(tensors: dict[str, torch.Tensor], key: str | None = None) -> UAVSequence:
+    """The flight that ``sequence_tensors`` stored."""
+
+    def intrinsics(values: torch.Tensor) -> Intrinsics:
+        fx, fy, cx, cy, width, height = values.tolist()
+        return Intrinsics(fx, fy, cx, cy, int(width), int(height))
+
+    trajectory = Trajectory.__new__(Trajectory)
+    trajectory.times = tensors["trajectory_times"]
+    trajectory.quats = tensors["trajectory_quats"]
+    trajectory.centres = tensors["trajectory_centres"]
+    exposure, offset, threshold = tensors["scalars"].tolist()
+    gt_texture = None
+    if "gt_albedo" in tensors:
+        gt_texture = GroundTexture.from_image(
+            tensors["gt_albedo"], tuple(tensors["gt_texture_bounds"].tolist())
+        )
+    return UAVSequence(
+        frames=tensors["frames"],
+        frame_times=tensors["frame_times"],
+        exposure=exposure,
+        rgb_intrinsics=intrinsics(tensors["rgb_intrinsics"]),
+        event_intrinsics=intrinsics(tensors["event_intrinsics"]),
+        event_rotation=tensors["event_rotation"],
+        event_translation=tensors["event_translation"],
+        trajectory=trajectory,
+        events=Events(tensors["events_x"], tensors["events_y"], tensors["events_t"], tensors["events_p"]),
+        surface=HeightField(tensors["surface_heights"], tuple(tensors["surface_bounds"].tolist())),
+        texture_bounds=tuple(tensors["texture_bounds"].tolist()),
+        time_offset=None if math.isnan(offset) else offset,
+        event_threshold=threshold,
+        gt_texture=gt_texture,
+        sharp_views=tensors.get("sharp_views"),
+        depths=tensors.get("depths"),
+        key=key,
+    )
+
+
 def load_sequence(cfg: FlightConfig, cache: bool = True) -> UAVSequence:
     """The synthetic sequence of ``cfg``, read from ``$LITLAB_CACHE/events`` when simulated before."""
-    path = cache_dir("events") / f"skyevents_{cfg.key()}.pt"
-    if cache and path.exists():
-        sequence = torch.load(path, weights_only=False)
+    if not cache:
+        sequence = synthesize_sequence(cfg)
         sequence.key = cfg.key()
         return sequence
-    sequence = synthesize_sequence(cfg)
-    sequence.key = cfg.key()
-    if cache:
-        tmp = path.with_suffix(".tmp")
-        torch.save(sequence, tmp)
-        tmp.replace(path)
-    return sequence
+    tensors = cached_tensors(
+        "events",
+        "skyevents",
+        GENERATOR_VERSION,
+        {"flight": cfg.key()},
+        lambda: sequence_tensors(synthesize_sequence(cfg)),
+    )
+    return sequence_from_tensors(tensors, key=cfg.key())
 
 
 def load_recording(root: str | Path, lidar_cell: float = 1.0, texel: float = 0.5) -> UAVSequence:

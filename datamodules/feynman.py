@@ -32,7 +32,7 @@ from typing import Literal
 import numpy as np
 import torch
 
-from litlab.datamodules.data_root import DATA_ROOT_ENV, data_root_candidates
+from litlab.core.paths import DATA_ROOT_ENV, data_root_candidates
 from litlab.datamodules.functions import RegressionDataModule, TensorBatchDataset, uniform_grid
 
 CSV_NAME = "FeynmanEquations.csv"
@@ -189,7 +189,7 @@ class FeynmanEquation:
 
 def feynman_csv_path(root: str | os.PathLike | None = None) -> Path:
     """Where ``FeynmanEquations.csv`` is: ``root`` if given, else ``$LITLAB_DATA_ROOT/feynman``, else
-    the repository's sibling ``../shared/data/feynman``; a clear FileNotFoundError if none holds it."""
+    the shipped copy; a clear FileNotFoundError if none holds it."""
     candidates = [Path(root).expanduser()] if root is not None else data_root_candidates("feynman")
     files = [c if c.suffix == ".csv" else c / CSV_NAME for c in candidates]
     for path in files:

@@ -1,7 +1,7 @@
 """Real graphs for full-batch node classification, loaded with torch_geometric's loaders.
 
-Raw files are looked up in ``data.root``, ``$LITLAB_DATA_ROOT/graphs`` and ``../shared/data/graphs``
-(see ``litlab.datamodules.data_root``). Found files are symlinked into a writable cache
+Raw files are looked up in ``data.root``, ``$LITLAB_DATA_ROOT/graphs`` and the shipped ``data/graphs``
+(see ``litlab.core.paths``). Found files are symlinked into a writable cache
 (``$LITLAB_CACHE/graphs/<hash>``) and processed there, so a read-only data folder works; when no copy
 exists the loader's own download runs into ``root`` and a failure ends in one message that says where
 the files should go.
@@ -31,8 +31,8 @@ from torch.utils.data import DataLoader
 from torch_geometric.data import Data, InMemoryDataset, download_url
 from torch_geometric.utils import coalesce, remove_self_loops, to_undirected
 
-from litlab.datamodules.data_root import cache_dir, data_root_candidates, find_data
-from litlab.utils.errors import LitlabError
+from litlab.core.errors import LitlabError
+from litlab.core.paths import cache_dir, data_root_candidates, find_data
 
 Split = Literal["random", "geom-gcn", "public", "fixed"]
 FAMILY = "graphs"
@@ -202,7 +202,7 @@ def load_graph_set(name: str, root: str | os.PathLike | None = None, split: str 
         raise LitlabError(
             f"graph data set {name!r} is not available offline and could not be downloaded into {target} "
             f"({type(error).__name__}: {error}). Looked for its raw files in: {looked}. Put the raw files "
-            "there, set data.root=<folder laid out like ../shared/data/graphs>, or export "
+            "there, set data.root=<folder laid out like litlab's data/graphs>, or export "
             "LITLAB_DATA_ROOT=<folder with a graphs/ subfolder>; with a network the loader downloads them."
         ) from error
 

@@ -22,9 +22,9 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, TensorDataset, default_collate
 
+from litlab.core.errors import LitlabError
+from litlab.core.paths import cache_dir, find_data
 from litlab.datamodules.base import GlobalBatchDataModule
-from litlab.datamodules.data_root import cache_dir, find_data
-from litlab.utils.errors import LitlabError
 
 SHAPES = ("square", "ellipse", "heart")
 FACTORS = ("shape", "scale", "orientation", "x", "y")
@@ -149,7 +149,7 @@ def load_real(source: str, root: str | None) -> tuple[np.ndarray, np.ndarray, tu
     folder = find_data("sprites", name, root)
     if folder is None:
         raise LitlabError(
-            f"{name} not found in data.root, $LITLAB_DATA_ROOT/sprites or ../shared/data/sprites; "
+            f"{name} not found in data.root or $LITLAB_DATA_ROOT/sprites; "
             "download it there (dSprites: github.com/google-deepmind/dsprites-dataset, 3D Shapes: "
             "github.com/google-deepmind/3d-shapes, MPI3D: github.com/rr-learning/disentanglement_dataset) "
             "or use data.source=procedural"

@@ -1,7 +1,7 @@
 """Text for the tiny language models: tinyshakespeare, procedural corpora, tokenisation, packing, streaming.
 
-- ``tinyshakespeare``: ``../shared/data/text/tinyshakespeare.txt`` (about 1.1 MB of plays), found through
-  ``root`` → ``$LITLAB_DATA_ROOT/text`` → ``<repo>/../shared/data/text``.
+- ``tinyshakespeare``: ``data/text/tinyshakespeare.txt`` (about 1.1 MB of plays, shipped), found through
+  ``root`` → ``$LITLAB_DATA_ROOT/text`` → the shipped ``litlab.data`` copy.
 - Procedural corpora, seeded and cached as JSONL: ``entities`` (synthetic people, cities and companies with
   5–8 attributes), ``arithmetic`` (chains of +, −, × with every intermediate result), ``prontoqa``
   (ProntoQA-style syllogism chains with distractors and a gold proof), ``mixed`` (a third of each).
@@ -9,7 +9,7 @@
 
 Batches are dicts ``{"input_ids": (B, T), "labels": (B, T)}`` (labels unshifted, HF convention; -100 is
 ignored). Text files are split by bytes (train | val | test) at line breaks, documents by index; the
-tokenizer is trained on the train split only and cached (``litlab.lm.tokenizers.cached_bpe``).
+tokenizer is trained on the train split only and cached (``litlab.datamodules.tokenizers.cached_bpe``).
 """
 
 from __future__ import annotations
@@ -30,12 +30,14 @@ from tokenizers import pre_tokenizers
 from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
 from transformers import PreTrainedTokenizerBase
 
+from litlab.core.errors import LitlabError
+from litlab.core.paths import DATA_ROOT_ENV, data_root_candidates
 from litlab.datamodules.base import GlobalBatchDataModule
-from litlab.datamodules.data_root import DATA_ROOT_ENV, data_root_candidates
 from litlab.datamodules.functions import batch_loader
-from litlab.lm.evaluation import IGNORE_INDEX
-from litlab.lm.tokenizers import cached_bpe, default_cache_dir, load_tokenizer, token_byte_lengths
-from litlab.utils.errors import LitlabError
+from litlab.datamodules.tokenizers import cached_bpe, default_cache_dir, load_tokenizer, token_byte_lengths
+
+# Label of positions that no loss is computed on (PyTorch's cross-entropy ignore_index).
+IGNORE_INDEX = -100
 
 NAMED_FILES = {"tinyshakespeare": "tinyshakespeare.txt"}
 TINYSHAKESPEARE_URL = (
@@ -51,7 +53,7 @@ def text_file(name: str, root: str | os.PathLike | None = None) -> Path:
     """The path of a named corpus file (``tinyshakespeare``) or of ``name`` itself if it is a file.
 
     Folders are tried in order: ``root`` if given (only it), else ``$LITLAB_DATA_ROOT/text``, else the
-    repository's sibling ``../shared/data/text``; a FileNotFoundError says what to do otherwise.
+    shipped copy; a FileNotFoundError says what to do otherwise.
     """
     if Path(name).expanduser().is_file():
         return Path(name).expanduser()
@@ -548,7 +550,7 @@ class TextDataModule(GlobalBatchDataModule):
     Args:
         corpus: ``tinyshakespeare``, a procedural kind (``entities``, ``arithmetic``, ``prontoqa``,
             ``mixed``) or the path of a UTF-8 text file.
-        root: folder holding the named file (default: ``$LITLAB_DATA_ROOT/text``, then ../shared/data/text).
+        root: folder holding the named file (default: ``$LITLAB_DATA_ROOT/text``, then the shipped copy).
         n_documents: documents generated for a procedural corpus.
         vocab_size: size of the byte-level BPE trained (and cached) on the train split.
         tokenizer_path: use this saved tokenizer instead (a checkpoint folder; set it when fine-tuning).

@@ -12,8 +12,8 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch.utils.data import DataLoader, TensorDataset
 
+from litlab.core.errors import LitlabError
 from litlab.datamodules.base import GlobalBatchDataModule
-from litlab.utils.errors import LitlabError
 
 WEIGHTS_FILE = "weights.safetensors"
 INDEX_FILE = "index.json"
@@ -111,7 +111,7 @@ def load_zoo(folder: str | Path) -> Zoo:
     if not (folder / INDEX_FILE).is_file() or not (folder / WEIGHTS_FILE).is_file():
         raise LitlabError(
             f"no zoo in {folder}: expected {INDEX_FILE} and {WEIGHTS_FILE}. Build one with "
-            "`litlab-run task=deepweightflow_zoo` and pass its run folder's zoo/ path."
+            "`litlab-run task=deepweightflow/zoo` and pass its run folder's zoo/ path."
         )
     index = json.loads((folder / INDEX_FILE).read_text())
     params = load_file(str(folder / WEIGHTS_FILE))

@@ -15,8 +15,13 @@ from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, open_dict
+from transformers import PreTrainedTokenizerBase
 
-import litlab.utils  # noqa: F401  (registers the litlab.* resolvers)
+from litlab.datamodules.text import text_file
+from litlab.datamodules.tokenizers import cached_bpe
+from litlab.runner.resolvers import register_hydra_extensions
+
+register_hydra_extensions()
 
 # Test-sized tensors run fastest on one thread, and one thread per process keeps a 2-core CI honest.
 torch.set_num_threads(1)
@@ -75,3 +80,21 @@ def run_cli(
         timeout=timeout,
         env=full_env,
     )
+
+
+@pytest.fixture(scope="session")
+def shakespeare() -> str:
+    """The first 200 kB of tinyshakespeare."""
+    return text_file("tinyshakespeare").read_text(encoding="utf-8")[:200_000]
+
+
+@pytest.fixture(scope="session")
+def lm_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A cache folder shared by the session (tokenizers are trained once)."""
+    return tmp_path_factory.mktemp("litlab_cache")
+
+
+@pytest.fixture(scope="session")
+def tokenizer(shakespeare: str, lm_cache: Path) -> PreTrainedTokenizerBase:
+    """A 600-id byte-level BPE trained on the shakespeare slice."""
+    return cached_bpe([shakespeare], 600, lm_cache)

@@ -34,7 +34,7 @@ def test_default_run_with_no_arguments(tmp_path: Path) -> None:
 def test_help_lists_experiments(tmp_path: Path) -> None:
     result = run_cli(["litlab-train", "--help"], tmp_path)
     assert result.returncode == 0
-    for name in ("experiment=kan/function_fit", "experiment=kan/feynman", "task=kan_ntk"):
+    for name in ("experiment=kan/function_fit", "experiment=kan/feynman", "task=kan/ntk"):
         assert f"  {name}\n" in result.stdout
 
 
@@ -48,12 +48,15 @@ def test_unknown_experiment_lists_the_available_ones(tmp_path: Path) -> None:
 def test_bad_override_is_one_clear_error(tmp_path: Path) -> None:
     result = run_cli(["litlab-train", "trainer.max_epoch=3"], tmp_path)
     assert result.returncode != 0
-    assert "Key 'max_epoch' is not in struct" in result.stderr
+    assert (
+        "trainer.max_epoch is not a key" in result.stderr
+        and "Did you mean trainer.max_epochs" in result.stderr
+    )
     assert not (tmp_path / "outputs").exists(), "a rejected command must not create a run folder"
 
 
 def test_wrong_type_and_unknown_init_fail_with_one_line(tmp_path: Path) -> None:
-    result = run_cli(["litlab-train", *FAST, "model/init=glorot", "model.net.init.name=xavier"], tmp_path)
+    result = run_cli(["litlab-train", *FAST, "model/kan/init=glorot", "model.net.init.name=xavier"], tmp_path)
     assert result.returncode == 1
     errors = [line for line in result.stderr.splitlines() if "litlab:" in line]
     assert len(errors) == 1 and "valid names: baseline" in errors[0]
@@ -67,8 +70,9 @@ def test_missing_data_file_says_where_it_looked(tmp_path: Path) -> None:
         "data.equation=I.6.2a",
         f"data.root={tmp_path}/none",
     ]
+    (tmp_path / "none").mkdir()
     result = run_cli(["litlab-train", *overrides], tmp_path, env={"LITLAB_DATA_ROOT": str(tmp_path / "none")})
-    assert result.returncode == 1
+    assert result.returncode == 2, "missing data is found before any work starts"
     assert "FeynmanEquations.csv" in result.stderr and "data.root" in result.stderr
     assert "Traceback" not in result.stderr
 
@@ -112,12 +116,12 @@ def test_eval_rejects_corrupt_and_foreign_checkpoints(tmp_path: Path) -> None:
     corrupt = tmp_path / "corrupt.ckpt"
     corrupt.write_bytes(b"not a checkpoint")
     result = run_cli(["litlab-eval", f"ckpt_path={corrupt}"], tmp_path)
-    assert result.returncode == 1 and "may be corrupt" in result.stderr
+    assert result.returncode == 2 and "is not a readable checkpoint" in result.stderr
     assert corrupt.read_bytes() == b"not a checkpoint", "nothing the user wrote is touched"
 
     train = run_cli(["litlab-train", *FAST, "run_id=small", "test=false", "optimized_metric=null"], tmp_path)
     assert train.returncode == 0, train.stderr[-2000:]
     ckpt = tmp_path / "outputs" / "kan" / "function_fit" / "small" / "checkpoints" / "last.ckpt"
     result = run_cli(["litlab-eval", *FAST[1:], f"ckpt_path={ckpt}", "model.net.width=16"], tmp_path)
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert "does not fit this model" in result.stderr

@@ -8,7 +8,7 @@ import lightning as L
 import torch
 from omegaconf import OmegaConf
 
-from litlab.utils.experiment import build_data_and_model
+from litlab.runner.experiment import build_data_and_model
 
 
 class ShapedModule(L.LightningModule):

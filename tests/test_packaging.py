@@ -36,7 +36,7 @@ def test_wheel_install_imports_mapped_packages_and_finds_configs(tmp_path: Path)
     probe = (
         "import litlab, litlab.callbacks.nan_guard, litlab.datamodules.functions, litlab.kernels.bspline;"
         "from importlib import resources;"
-        "from litlab.utils.cli import group_options;"
+        "from litlab.runner.cli import group_options;"
         "print(litlab.__file__); print(' '.join(group_options('experiment')))"
     )
     env = {**os.environ, "PYTHONPATH": str(target)}

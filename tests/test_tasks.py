@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 from hydra.utils import get_method, instantiate
 
+from litlab.core.results import write_results
 from litlab.methods.kan.report import kan_init_report
+from litlab.task import TaskContext
 from tests.conftest import task_names
 
 
@@ -23,7 +25,7 @@ def test_kan_ntk_task_writes_table_and_plot(compose_config, tmp_path: Path) -> N
     cfg = compose_config(
         "run",
         [
-            "task=kan_ntk",
+            "task=kan/ntk",
             "task.width=4",
             "task.depth=1",
             "task.n_train=64",
@@ -32,7 +34,7 @@ def test_kan_ntk_task_writes_table_and_plot(compose_config, tmp_path: Path) -> N
             "task.eval_epochs=[0,4]",
         ],
     )
-    results = instantiate(cfg.task)(output_dir=tmp_path)
+    results = instantiate(cfg.task)(TaskContext.local(tmp_path))["metrics"]
     assert set(results) >= {"glorot/effective_rank", "baseline/condition_number"}
     assert (tmp_path / "ntk.csv").read_text().count("\n") == 1 + 3 * 2
     assert (tmp_path / "plots" / "ntk.png").exists()
@@ -44,7 +46,7 @@ def _fake_run(folder: Path, init: dict, width: int, seed: int, rel_l2: float) ->
     (folder / "config_resolved.yaml").write_text(
         json.dumps({"model": {"net": net}, "data": {"function": "f2"}, "seed": seed})
     )
-    (folder / "results.json").write_text(json.dumps({"metrics": {"test/rel_l2": rel_l2}}))
+    write_results(folder, kind="train", name="kan/function_fit", metrics={"test/rel_l2": rel_l2})
 
 
 def test_init_report_counts_wins_on_median_over_seeds(tmp_path: Path) -> None:
@@ -66,7 +68,7 @@ def test_init_report_counts_wins_on_median_over_seeds(tmp_path: Path) -> None:
         ]
     ):
         _fake_run(sweep / str(i), init, width, seed, err)
-    results = kan_init_report(tmp_path, str(sweep))
+    results = kan_init_report(TaskContext.local(tmp_path), str(sweep))["metrics"]
     assert results == {"glorot/win_rate": 0.5}
     table = (tmp_path / "win_rates.csv").read_text()
     assert "win_rate_small" in table and "win_rate_wide" in table

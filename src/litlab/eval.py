@@ -2,48 +2,38 @@
 
 from __future__ import annotations
 
-import logging
-from pathlib import Path
-
 import hydra
-import torch
 from omegaconf import DictConfig
 
-from litlab.utils import experiment as exp
-from litlab.utils.cli import check_group_choice
-from litlab.utils.errors import LitlabError, run_reporting_errors
-
-log = logging.getLogger("litlab")
-
-
-def check_checkpoint(path: str | Path) -> None:
-    """Fail early, with a clear message, on a missing or unreadable checkpoint file."""
-    path = Path(path)
-    if not path.is_file():
-        raise LitlabError(
-            f"ckpt_path={path} does not exist; give a .ckpt file from a run's checkpoints/ folder"
-        )
-    try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except Exception as error:
-        raise LitlabError(
-            f"ckpt_path={path} is not a readable checkpoint ({error}); it may be corrupt"
-        ) from error
-    if "state_dict" not in checkpoint:
-        raise LitlabError(f"ckpt_path={path} has no state_dict; it is not a Lightning checkpoint")
+from litlab.runner import experiment as exp
+from litlab.runner.launch import start
+from litlab.runner.reporting import run_reporting_errors
 
 
 def evaluate(cfg: DictConfig) -> float | None:
-    """Test ``cfg.ckpt_path`` on ``cfg.data`` and return ``optimized_metric``."""
-    check_checkpoint(cfg.ckpt_path)
-    exp.prepare(cfg)
-    datamodule, model = exp.build_data_and_model(cfg)
-    trainer = exp.build_trainer(cfg)
-    try:
-        trainer.test(model, datamodule=datamodule, ckpt_path=cfg.ckpt_path, weights_only=True)
-        value = exp.metric_value(dict(trainer.callback_metrics), cfg.get("optimized_metric"))
-    finally:
-        exp.finish_loggers(trainer)
+    """Test ``cfg.ckpt_path`` on ``cfg.data`` in a run folder of its own and return ``optimized_metric``."""
+    from litlab.core.results import write_results
+
+    checkpoint = exp.check_checkpoint(cfg.ckpt_path)
+    with exp.open_run(cfg) as output_dir:
+        datamodule, model = exp.build_data_and_model(cfg)
+        exp.check_checkpoint_fits(checkpoint, model, f"ckpt_path={cfg.ckpt_path}")
+        trainer = exp.build_trainer(cfg)
+        try:
+            trainer.test(model, datamodule=datamodule, ckpt_path=cfg.ckpt_path, weights_only=True)
+            metrics = dict(trainer.callback_metrics)
+            value = exp.metric_value(metrics, cfg.get("optimized_metric"))
+        finally:
+            exp.finish_loggers(trainer)
+        if trainer.is_global_zero:
+            write_results(
+                output_dir,
+                kind="eval",
+                name=str(cfg.experiment_name),
+                metrics=metrics,
+                optimized_metric=cfg.get("optimized_metric"),
+                value=value,
+            )
     return value
 
 
@@ -54,7 +44,7 @@ def _hydra_main(cfg: DictConfig) -> float | None:
 
 def main() -> None:
     """Console entry point: ``litlab-eval experiment=<paper>/<name> ckpt_path=<file>``."""
-    check_group_choice("experiment")
+    start("eval")
     _hydra_main()
 
 

@@ -1,37 +1,53 @@
-"""``litlab-run task=<name>``: run a non-training task (analysis, pipeline, report) in a run folder."""
+"""``litlab-run task=<paper>/<name>``: work that is not one training run (studies, analyses, pipelines)."""
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
-from typing import Any
 
 import hydra
 from omegaconf import DictConfig
 
-from litlab.utils import experiment as exp
-from litlab.utils.cli import check_group_choice
-from litlab.utils.errors import LitlabError, run_reporting_errors
-
-log = logging.getLogger("litlab")
+from litlab.runner import experiment as exp
+from litlab.runner.launch import start
+from litlab.runner.reporting import run_reporting_errors
 
 
 def run_task(cfg: DictConfig) -> float | None:
-    """Instantiate ``cfg.task`` (a partial callable) and call it with the run folder.
+    """Call ``cfg.task`` with a TaskContext; write what it returns (results.json, tables, plots).
 
-    A task returns a dict of scalar results (written to ``results.json`` by the task itself if it
-    wants) or a float; ``optimized_metric`` picks one of the dict's keys for sweepers.
+    With ``publish=true`` the results are also copied to ``results/<task name>/``, the committed
+    evidence that the method READMEs quote.
     """
-    output_dir = exp.prepare(cfg)
-    task = hydra.utils.instantiate(cfg.task)
-    if not callable(task):
-        raise LitlabError(
-            f"task {cfg.task.get('_target_')} is not callable; set _partial_: true in its config"
-        )
-    result: Any = task(output_dir=Path(output_dir))
-    if isinstance(result, dict):
-        return exp.metric_value(result, cfg.get("optimized_metric"))
-    return None if result is None else float(result)
+    from litlab.core.errors import ConfigError
+    from litlab.core.results import check_task_output, publish, write_results
+    from litlab.fitting import Fitter
+    from litlab.task import TaskContext
+
+    name = str(cfg.task_name)
+    with exp.open_run(cfg) as output_dir:
+        task = hydra.utils.instantiate(cfg.task, _convert_="partial")
+        if not callable(task):
+            raise ConfigError(f"task {name} is not callable; set _partial_: true in its config")
+        ctx = TaskContext(output_dir=output_dir, fitter=Fitter.from_config(cfg.get("trainer")), seed=cfg.seed)
+        output = check_task_output(task(ctx), name)
+        metrics = output.get("metrics", {})
+        value = exp.metric_value(metrics, cfg.get("optimized_metric"))
+        if ctx.fitter.is_global_zero:
+            write_results(
+                output_dir,
+                kind="task",
+                name=name,
+                metrics=metrics,
+                optimized_metric=cfg.get("optimized_metric"),
+                value=value,
+                tables=output.get("tables"),
+                figures=output.get("figures"),
+            )
+            if cfg.get("publish"):
+                target = publish(output_dir, Path(cfg.paths.results_dir) / name)
+                print(f"published to {target}", flush=True)
+            print(f"run folder: {output_dir}", flush=True)
+    return value
 
 
 @hydra.main(version_base="1.3", config_path="pkg://litlab.configs", config_name="run")
@@ -40,8 +56,8 @@ def _hydra_main(cfg: DictConfig) -> float | None:
 
 
 def main() -> None:
-    """Console entry point: ``litlab-run task=<name> [overrides]``."""
-    check_group_choice("task")
+    """Console entry point: ``litlab-run task=<paper>/<name> [overrides]``."""
+    start("run")
     _hydra_main()
 
 

@@ -2,41 +2,53 @@
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import hydra
-import lightning as L
 from omegaconf import DictConfig
 
-from litlab.utils import experiment as exp
-from litlab.utils.cli import check_group_choice
-from litlab.utils.errors import run_reporting_errors
+from litlab.runner import experiment as exp
+from litlab.runner.launch import start
+from litlab.runner.reporting import run_reporting_errors
 
-log = logging.getLogger("litlab")
+if TYPE_CHECKING:
+    import lightning as L
 
 
 def train(cfg: DictConfig) -> float | None:
-    """Fit ``cfg.model`` on ``cfg.data`` with ``cfg.trainer``, then test the best checkpoint."""
+    """Fit ``cfg.model`` on ``cfg.data`` with ``cfg.trainer``, then test the chosen checkpoint."""
+    from litlab.core.results import write_results
+
     exp.check_launch(cfg)
-    output_dir = exp.prepare(cfg)
-    datamodule, model = exp.build_data_and_model(cfg)
-    trainer = exp.build_trainer(cfg)
-    try:
-        exp.log_hyperparameters(cfg, trainer, model)
-        trainer.fit(
-            model, datamodule=datamodule, ckpt_path=exp.resolve_resume(cfg, output_dir), weights_only=True
-        )
-        metrics = dict(trainer.callback_metrics)
-        if cfg.get("test"):
-            trainer.test(model, datamodule=datamodule, ckpt_path=_test_ckpt(cfg, trainer), weights_only=True)
-            metrics.update(trainer.callback_metrics)
-        value = exp.metric_value(metrics, cfg.get("optimized_metric"))
-    finally:
-        exp.finish_loggers(trainer)
-    if trainer.is_global_zero:
-        exp.write_results(output_dir, metrics, cfg.get("optimized_metric"), value)
-        _print_summary(output_dir, trainer, value, cfg.get("optimized_metric"))
+    with exp.open_run(cfg) as output_dir:
+        datamodule, model = exp.build_data_and_model(cfg)
+        ckpt_path = exp.resolve_resume(cfg, output_dir)
+        if ckpt_path is not None:
+            exp.check_checkpoint_fits(exp.check_checkpoint(ckpt_path, "resume"), model, f"resume={ckpt_path}")
+        trainer = exp.build_trainer(cfg)
+        try:
+            exp.log_hyperparameters(cfg, trainer, model)
+            trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
+            metrics = dict(trainer.callback_metrics)
+            if cfg.get("test"):
+                trainer.test(
+                    model, datamodule=datamodule, ckpt_path=_test_ckpt(cfg, trainer), weights_only=True
+                )
+                metrics.update(trainer.callback_metrics)
+            value = exp.metric_value(metrics, cfg.get("optimized_metric"))
+        finally:
+            exp.finish_loggers(trainer)
+        if trainer.is_global_zero:
+            write_results(
+                output_dir,
+                kind="train",
+                name=str(cfg.experiment_name),
+                metrics=metrics,
+                optimized_metric=cfg.get("optimized_metric"),
+                value=value,
+            )
+            _print_summary(output_dir, trainer, value, cfg.get("optimized_metric"))
     return value
 
 
@@ -78,7 +90,7 @@ def _hydra_main(cfg: DictConfig) -> float | None:
 
 def main() -> None:
     """Console entry point: ``litlab-train experiment=<paper>/<name> [overrides]``."""
-    check_group_choice("experiment")
+    start("train")
     _hydra_main()
 
 

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from litlab.datamodules import data_root
+from litlab.core import paths as data_root
+from litlab.core.errors import LitlabError
 from litlab.datamodules.csbm import CSBMDataModule, csbm, csbm_parameters, upper_pairs
 from litlab.datamodules.graphs import GraphDataModule, load_node_graph, random_class_split
-from litlab.utils.errors import LitlabError
 
 SHARED = data_root.find_data("graphs", "texas/raw")
 
@@ -60,13 +60,14 @@ def test_read_only_source_is_staged_into_the_cache(tmp_path: Path, isolated_cach
 
 def test_missing_data_set_without_network_gives_one_clear_message(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.delenv("LITLAB_DATA_ROOT", raising=False)
-    monkeypatch.setattr(data_root, "REPO_ROOT", tmp_path / "no_repo")
+    monkeypatch.setattr(data_root, "shipped_data_dir", lambda family: tmp_path / "no_repo" / family)
 
     def offline(*args, **kwargs):
         raise OSError("network is unreachable")
 
     monkeypatch.setattr("torch_geometric.io.fs.cp", offline)
     with pytest.raises(LitlabError, match=r"'pubmed' is not available offline.*data\.root"):
+        (tmp_path / "empty").mkdir()
         load_node_graph("pubmed", root=tmp_path / "empty")
 
 
@@ -170,12 +171,3 @@ def test_csbm_datamodule_split() -> None:
     module.setup("fit")
     graph = module.graph
     assert torch.bincount(graph.y[graph.train_mask]).tolist() == [5, 5] and int(graph.val_mask.sum()) == 10
-
-
-def test_data_root_candidates_order(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv("LITLAB_DATA_ROOT", str(tmp_path / "env"))
-    candidates = data_root.data_root_candidates("graphs", tmp_path / "explicit")
-    assert candidates[:2] == [tmp_path / "explicit", tmp_path / "env" / "graphs"]
-    assert candidates[2].parts[-3:] == ("shared", "data", "graphs")
-    (tmp_path / "explicit" / "texas" / "raw").mkdir(parents=True)  # empty: not a copy of the data
-    assert data_root.find_data("graphs", "texas/raw", tmp_path / "explicit") != tmp_path / "explicit"

@@ -12,7 +12,7 @@ import pytest
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
-import litlab.datamodules.data_root as data_root
+import litlab.core.paths as data_root
 import litlab.datamodules.text as text
 from litlab.datamodules.text import (
     TextDataModule,
@@ -29,7 +29,7 @@ from litlab.datamodules.text import (
     splits_exactly,
     text_file,
 )
-from litlab.lm.tokenizers import cached_bpe, corpus_hash, tokenizer_cache_path, wrap_tokenizer
+from litlab.datamodules.tokenizers import cached_bpe, corpus_hash, tokenizer_cache_path, wrap_tokenizer
 
 SHAKESPEARE = text_file("tinyshakespeare")
 
@@ -58,10 +58,7 @@ def test_text_file_resolution_order(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert text_file("tinyshakespeare", tmp_path / "explicit").read_text() == "explicit"
     assert text_file("tinyshakespeare").read_text() == "env"
     monkeypatch.setenv("LITLAB_DATA_ROOT", str(tmp_path / "nowhere"))
-    assert (
-        text_file("tinyshakespeare")
-        == data_root.REPO_ROOT.parent / "shared" / "data" / "text" / "tinyshakespeare.txt"
-    )
+    assert text_file("tinyshakespeare") == data_root.shipped_data_dir("text") / "tinyshakespeare.txt"
     with pytest.raises(FileNotFoundError, match="data.root=.*LITLAB_DATA_ROOT.*char-rnn"):
         text_file("tinyshakespeare", tmp_path / "empty")
     assert text_file(str(tmp_path / "env" / "text" / "tinyshakespeare.txt")).read_text() == "env"

@@ -1,35 +1,14 @@
-"""Fixtures of the LM tests: a small shakespeare BPE and tiny LLaMA models (seconds to build)."""
+"""Fixtures of the LM tests: tiny LLaMA models for the session tokenizer (seconds to build)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from litlab.datamodules.text import text_file
 from litlab.lm.models import build_lm, llama_config
-from litlab.lm.tokenizers import cached_bpe
-
-
-@pytest.fixture(scope="session")
-def shakespeare() -> str:
-    """The first 200 kB of tinyshakespeare."""
-    return text_file("tinyshakespeare").read_text(encoding="utf-8")[:200_000]
-
-
-@pytest.fixture(scope="session")
-def lm_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A cache folder shared by the session (tokenizers are trained once)."""
-    return tmp_path_factory.mktemp("litlab_cache")
-
-
-@pytest.fixture(scope="session")
-def tokenizer(shakespeare: str, lm_cache: Path) -> PreTrainedTokenizerBase:
-    """A 600-id byte-level BPE trained on the shakespeare slice."""
-    return cached_bpe([shakespeare], 600, lm_cache)
 
 
 @pytest.fixture

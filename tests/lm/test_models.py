@@ -11,6 +11,7 @@ import pytest
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedModel, PreTrainedTokenizerBase
 
+from litlab.core.errors import LitlabError
 from litlab.lm.models import (
     LlamaForMaskedDiffusion,
     forward_process,
@@ -19,7 +20,6 @@ from litlab.lm.models import (
     masked_token_nll,
 )
 from litlab.lm.module import LanguageModel
-from litlab.utils.errors import LitlabError
 
 
 def _optimizer(params: object) -> torch.optim.Optimizer:

@@ -10,12 +10,12 @@ import lightning as L
 import pytest
 import torch
 
+from litlab.core.errors import LitlabError
 from litlab.datamodules.text import TextDataModule
 from litlab.lm.evaluation import evaluate_batches
 from litlab.lm.models import is_masked_diffusion, load_pretrained
 from litlab.lm.module import LanguageModel, warmup_cosine
 from litlab.train import train
-from litlab.utils.errors import LitlabError
 
 
 def _data(cache: Path, **kwargs: object) -> TextDataModule:
@@ -117,8 +117,8 @@ def test_fine_tuning_needs_the_checkpoint_tokenizer(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("experiment", "model"),
-    [("lm/pretrain_shakespeare", "lm_causal"), ("lm/pretrain_procedural", "lm_causal"),
-     ("lm/pretrain_procedural", "lm_diffusion")],
+    [("lm/pretrain_shakespeare", "lm/causal"), ("lm/pretrain_procedural", "lm/causal"),
+     ("lm/pretrain_procedural", "lm/diffusion")],
 )  # fmt: skip
 def test_experiment_runs_and_exports_a_loadable_checkpoint(
     compose_config: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, experiment: str, model: str
@@ -131,6 +131,6 @@ def test_experiment_runs_and_exports_a_loadable_checkpoint(
     assert math.isfinite(value)
     lm, tokenizer = load_pretrained(tmp_path / "hf_model")
     assert lm.config.vocab_size == len(tokenizer) == cfg.data.vocab_size
-    assert is_masked_diffusion(lm.config) == (model == "lm_diffusion")
+    assert is_masked_diffusion(lm.config) == (model == "lm/diffusion")
     assert (tmp_path / "samples.txt").is_file()
     assert list((tmp_path / "cache" / "tokenizers").glob("bpe-*.json"))

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
 from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
@@ -13,9 +14,9 @@ from hydra.types import RunMode
 from lightning.fabric.plugins.environments import SLURMEnvironment
 from omegaconf import DictConfig, open_dict
 
-from litlab.utils import experiment as exp
-from litlab.utils import slurm
-from litlab.utils.resolvers import default_run_id
+from litlab.core import slurm
+from litlab.runner import experiment as exp
+from litlab.runner.resolvers import default_run_id
 
 SLURM_VARS = (
     "SLURM_JOB_ID",
@@ -142,7 +143,7 @@ def test_job_id_names_the_array_task(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_requeued_job_resumes_automatically(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     cfg = composed([])
     (tmp_path / "checkpoints").mkdir()
-    (tmp_path / "checkpoints" / "last.ckpt").write_bytes(b"")
+    torch.save({"state_dict": {}}, tmp_path / "checkpoints" / "last.ckpt")
     assert exp.resolve_resume(cfg, tmp_path) is None, "a first run starts fresh"
     in_job(monkeypatch, SLURM_RESTART_COUNT="1")
     assert exp.resolve_resume(cfg, tmp_path) == str(tmp_path / "checkpoints" / "last.ckpt")

@@ -65,8 +65,8 @@ def test_wandb_sweep_spec_composes_with_every_value(path: Path) -> None:
 
 
 HPARAMS = {
-    "kan_optuna": ["kan/function_fit", "kan/feynman"],
-    "kan_pinn_optuna": ["kan/pde_burgers", "kan/pde_allen_cahn", "kan/pde_helmholtz"],
+    "kan/optuna": ["kan/function_fit", "kan/feynman"],
+    "kan/pinn_optuna": ["kan/pde_burgers", "kan/pde_allen_cahn", "kan/pde_helmholtz"],
 }
 
 

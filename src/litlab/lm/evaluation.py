@@ -15,11 +15,10 @@ import torch
 from torch.nn import functional as F
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from litlab.datamodules.text import IGNORE_INDEX
+from litlab.datamodules.tokenizers import token_byte_lengths
 from litlab.lm.generation import generate_text, score_continuations
 from litlab.lm.models import forward_process, masked_token_nll
-from litlab.lm.tokenizers import token_byte_lengths
-
-IGNORE_INDEX = -100
 
 
 @dataclass

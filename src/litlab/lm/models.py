@@ -25,8 +25,8 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from litlab.lm.tokenizers import load_tokenizer
-from litlab.utils.errors import LitlabError
+from litlab.core.errors import LitlabError
+from litlab.datamodules.tokenizers import load_tokenizer
 
 OBJECTIVES = ("causal", "masked_diffusion")
 

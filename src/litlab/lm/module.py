@@ -18,11 +18,11 @@ import lightning as L
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from litlab.core.errors import LitlabError
+from litlab.datamodules.tokenizers import token_byte_lengths
 from litlab.lm.evaluation import NLLTerms, nll_terms
 from litlab.lm.generation import diffusion_generate, generate_text
 from litlab.lm.models import OBJECTIVES, build_lm, is_masked_diffusion, llama_config, load_pretrained
-from litlab.lm.tokenizers import token_byte_lengths
-from litlab.utils.errors import LitlabError
 
 log = logging.getLogger("litlab")
 

@@ -3,7 +3,7 @@
 The paper's protocol (random 2.5/2.5/95 split, hidden 64, selection on validation loss) with 5 seeds per
 graph and half its training budget (500 epochs, patience 100). The paper also reports a gain for GPRGNN;
 at our scale we do not measure one (see the method README, 10 seeds at full budget), so it is not
-asserted here. ``litlab-run task=adaspec_claim`` runs the full-budget version of this check.
+asserted here. ``litlab-run task=adaspec/claim`` runs the full-budget version of this check.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ SEEDS = range(5)
 
 @pytest.mark.slow
 def test_adaspec_raises_chebnet_accuracy_on_webkb(compose_config) -> None:
-    cfg = compose_config("run", ["task=adaspec_claim"])
+    cfg = compose_config("run", ["task=adaspec/claim"])
     models = {name: hydra.utils.instantiate(cfg.task.models[name]) for name in ("chebnet", "chebnet_adaspec")}
     frame = run_grid(models, DATASETS, SEEDS, max_epochs=500, patience=100)
     paired = paired_differences(frame)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from litlab.core.errors import LitlabError
 from litlab.datamodules.weights import WeightsDataModule, Zoo, flatten_params, unflatten_params
 from litlab.methods.deepweightflow.zoo import train_zoo
-from litlab.utils.errors import LitlabError
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ from pathlib import Path
 from hydra.utils import instantiate
 
 from litlab.datamodules.weights import load_zoo
+from litlab.task import TaskContext
 from litlab.train import train
 
 
@@ -16,7 +17,7 @@ def test_stages_hand_over_files(compose_config, tmp_path: Path) -> None:
     zoo_cfg = compose_config(
         "run",
         [
-            "task=deepweightflow_zoo",
+            "task=deepweightflow/zoo",
             "~task.arch",
             "+task.arch={name:mlp,sizes:[4,8,3]}",
             "task.dataset=iris",
@@ -25,15 +26,15 @@ def test_stages_hand_over_files(compose_config, tmp_path: Path) -> None:
             "task.batch_size=16",
         ],
     )
-    zoo_results = instantiate(zoo_cfg.task)(output_dir=tmp_path / "stage1")
+    zoo_results = instantiate(zoo_cfg.task)(TaskContext.local(tmp_path / "stage1"))["metrics"]
     assert zoo_results["acc_mean"] > 0.6 and zoo_results["networks_per_minute"] > 0
     index = json.loads((tmp_path / "stage1" / "zoo" / "index.json").read_text())
     assert len(index["networks"]) == 12 and {"seed", "accuracy"} <= set(index["networks"][0])
 
     canon_cfg = compose_config(
-        "run", ["task=deepweightflow_canonicalise", f"task.zoo_dir={tmp_path}/stage1/zoo"]
+        "run", ["task=deepweightflow/canonicalise", f"task.zoo_dir={tmp_path}/stage1/zoo"]
     )
-    canon = instantiate(canon_cfg.task)(output_dir=tmp_path / "stage2")
+    canon = instantiate(canon_cfg.task)(TaskContext.local(tmp_path / "stage2"))["metrics"]
     assert canon["distance_after"] < canon["distance_before"]
     assert load_zoo(tmp_path / "stage2" / "zoo").canonical
 
@@ -61,13 +62,13 @@ def test_stages_hand_over_files(compose_config, tmp_path: Path) -> None:
     eval_cfg = compose_config(
         "run",
         [
-            "task=deepweightflow_evaluate",
+            "task=deepweightflow/evaluate",
             f"task.zoo_dir={tmp_path}/stage2/zoo",
             f"+task.generated.flow={tmp_path}/generated",
             "task.n_train=8",
         ],
     )
-    results = instantiate(eval_cfg.task)(output_dir=tmp_path / "stage4")
+    results = instantiate(eval_cfg.task)(TaskContext.local(tmp_path / "stage4"))["metrics"]
     assert {
         "flow/acc_mean",
         "heldout_real/nn_dist_mean",

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from litlab.core.errors import LitlabError
 from litlab.datamodules.weights import classification_data, load_zoo, save_zoo
 from litlab.methods.deepweightflow.architectures import batched_logits, build_network, recompute_batchnorm
 from litlab.methods.deepweightflow.canonical import align_zoo
 from litlab.methods.deepweightflow.zoo import train_zoo
-from litlab.utils.errors import LitlabError
 
 ARCH = {"name": "mlp", "sizes": [4, 8, 3]}
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
+from litlab.core.errors import LitlabError
 from litlab.datamodules.events import FlightConfig, UAVEventsDataModule, load_recording, load_sequence
-from litlab.utils.errors import LitlabError
 
 SMALL = {"seed": 5, "condition": "low_light", "duration": 0.4, "time_offset": 0.007}
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from litlab.datamodules.events import FlightConfig, load_sequence
+from litlab.datamodules.uav.sensors import Events, simulate_events
 from litlab.methods.skyevents.gta import compensate_latency, estimate_offset_gta, frame_event_indices
-from litlab.methods.skyevents.sensors import Events, simulate_events
 
 
 def test_frame_event_indices_match_a_loop() -> None:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import torch
 
-from litlab.methods.skyevents.geometry import HeightField, Intrinsics, nadir_rotation
+from litlab.datamodules.uav.geometry import HeightField, Intrinsics, nadir_rotation
+from litlab.datamodules.uav.sensors import Events
 from litlab.methods.skyevents.losses import (
     event_frames,
     overlap_mask,
     region_event_loss,
     whole_frame_event_loss,
 )
-from litlab.methods.skyevents.sensors import Events
 
 
 def random_events(n: int = 300, height: int = 6, width: int = 8) -> Events:

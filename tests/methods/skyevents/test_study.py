@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from litlab.methods.skyevents.study import skyevents_study
+from litlab.task import TaskContext
 
 
 def test_study_writes_tables_grid_and_results(tmp_path: Path) -> None:
     results = skyevents_study(
-        tmp_path,
+        TaskContext.local(tmp_path),
         conditions=["low_light"],
         offsets=[0.003],
         seeds=[5],
@@ -19,9 +19,12 @@ def test_study_writes_tables_grid_and_results(tmp_path: Path) -> None:
         planted_offset=0.007,
         flight={"duration": 0.4},
     )
-    assert set(results) == {"gta_error_ms/low_light", "psnr/low_light/a_rgb_only", "psnr/low_light/d_rer_gta"}
+    assert set(results["metrics"]) == {
+        "gta_error_ms/low_light",
+        "psnr/low_light/a_rgb_only",
+        "psnr/low_light/d_rer_gta",
+    }
     assert (tmp_path / "gta.csv").read_text().count("\n") == 2
     assert (tmp_path / "reconstruction.csv").read_text().count("\n") == 3
     assert "GTA" in (tmp_path / "tables.md").read_text()
     assert (tmp_path / "plots" / "views_low_light.png").exists()
-    assert json.loads((tmp_path / "results.json").read_text()) == results

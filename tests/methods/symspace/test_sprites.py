@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from litlab.core.errors import LitlabError
 from litlab.datamodules.sprites import (
     DSPRITES_SIZES,
     SpriteGrid,
@@ -14,7 +15,6 @@ from litlab.datamodules.sprites import (
     recombination_mask,
     render_sprites,
 )
-from litlab.utils.errors import LitlabError
 
 SMALL = {"n_scales": 2, "n_orientations": 4, "n_positions": 4, "image_size": 16}
 

@@ -12,11 +12,9 @@ distinct eigenvalue). ``‖UᵀX‖₀`` depends on the basis chosen inside a re
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -26,6 +24,8 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 from torch_geometric.data import Data
 
+from litlab.core.errors import LitlabError
+from litlab.core.results import TaskOutput
 from litlab.datamodules.graphs import graph_set, load_node_graph
 from litlab.methods.adaspec.matrix import (
     AdaSpecMatrix,
@@ -37,7 +37,7 @@ from litlab.methods.adaspec.matrix import (
 )
 from litlab.methods.adaspec.module import NodeClassifier
 from litlab.methods.adaspec.training import fit_full_batch
-from litlab.utils.errors import LitlabError
+from litlab.task import TaskContext
 
 log = logging.getLogger("litlab")
 
@@ -197,7 +197,7 @@ def spectrum_figure(spectra: dict[str, np.ndarray], title: str):
 
 
 def distinguishability_task(
-    output_dir: Path,
+    ctx: TaskContext,
     model: Callable[[], NodeClassifier],
     datasets: Sequence[str],
     root: str | None = None,
@@ -207,11 +207,12 @@ def distinguishability_task(
     patience: int = 200,
     seed: int = 0,
     max_block: int = 5000,
-) -> dict[str, float]:
-    """``litlab-run task=adaspec_distinguishability``: for each data set, d_M, Σ_λ rank(U_λᵀX) and the
+) -> TaskOutput:
+    """``litlab-run task=adaspec/distinguishability``: for each data set, d_M, Σ_λ rank(U_λᵀX) and the
     Theorem 4.3 bound of Ã (with and without self-loops), Ω_D and Ω at the initial b, and Ω with the b
     of a model trained (``train_epochs`` > 0) on AdaSpec's random split ``seed``. Writes
     ``distinguishability.csv``/``.md``, ``results.json`` and ``eigenvalues_<set>.png``."""
+    output_dir = ctx.output_dir
     output_dir.mkdir(parents=True, exist_ok=True)
     rows, results = [], {}
     for dataset in datasets:
@@ -248,5 +249,4 @@ def distinguishability_task(
         f"(rank tolerance {rank_tolerance:g}·‖X‖_F) and the Theorem 4.3 bound.\n\n"
         f"{table.to_markdown(index=False)}\n"
     )
-    (output_dir / "results.json").write_text(json.dumps(results, indent=2))
-    return results
+    return {"metrics": results}

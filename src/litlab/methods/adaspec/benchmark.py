@@ -6,18 +6,18 @@ draws; a base and its AdaSpec variant see the same ones, so their per-seed score
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import pandas as pd
 from scipy import stats
 
+from litlab.core.results import TaskOutput
 from litlab.datamodules.graphs import graph_set, load_node_graph
 from litlab.methods.adaspec.module import NodeClassifier
 from litlab.methods.adaspec.training import fit_full_batch
+from litlab.task import TaskContext
 
 log = logging.getLogger("litlab")
 ModuleFactory = Callable[[], NodeClassifier]
@@ -115,7 +115,7 @@ def score_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def benchmark_task(
-    output_dir: Path,
+    ctx: TaskContext,
     models: dict[str, ModuleFactory],
     datasets: Sequence[str],
     seeds: Sequence[int],
@@ -125,9 +125,10 @@ def benchmark_task(
     val_rate: float = 0.025,
     max_epochs: int = 1000,
     patience: int = 200,
-) -> dict[str, float]:
-    """``litlab-run task=adaspec_benchmark``: run the grid, write ``runs.csv``, ``table.md`` and
+) -> TaskOutput:
+    """``litlab-run task=adaspec/benchmark``: run the grid, write ``runs.csv``, ``table.md`` and
     ``paired.csv``, and return the mean AdaSpec − base difference per base (points) and overall."""
+    output_dir = ctx.output_dir
     frame = run_grid(models, datasets, seeds, root, split, train_rate, val_rate, max_epochs, patience)
     output_dir.mkdir(parents=True, exist_ok=True)
     frame.to_csv(output_dir / "runs.csv", index=False)
@@ -141,6 +142,5 @@ def benchmark_task(
     )
     results = {f"diff/{base}": float(g["diff_mean"].mean()) for base, g in paired.groupby("base")}
     results["diff/mean"] = float(paired["diff_mean"].mean()) if len(paired) else math.nan
-    (output_dir / "results.json").write_text(json.dumps(results, indent=2))
     log.info("\n%s\n%s", table.to_string(), paired.round(2).to_string(index=False))
-    return results
+    return {"metrics": results}

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from litlab.datamodules.driving_geometry import to_ego, to_world
+from litlab.datamodules.driving_sim import SceneConfig, apply_action, is_off_road, make_env, observe, pose
 from litlab.methods.bridgedrive.controller import PurePursuit
-from litlab.methods.bridgedrive.geometry import to_ego, to_world
 from litlab.methods.bridgedrive.planners import Planner
-from litlab.methods.bridgedrive.sim import SceneConfig, apply_action, is_off_road, make_env, observe, pose
 
 COLLISION_PENALTY = 0.6
 

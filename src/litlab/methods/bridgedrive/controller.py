@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from litlab.methods.bridgedrive.sim import ACCELERATION_RANGE, STEERING_RANGE
+from litlab.datamodules.driving_sim import ACCELERATION_RANGE, STEERING_RANGE
 
 
 @dataclass

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -10,22 +9,25 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
+from litlab.core.figures import save_figure
+from litlab.core.results import TaskOutput
 from litlab.datamodules.driving import collect_expert_dataset
+from litlab.datamodules.driving_sim import SceneConfig
 from litlab.methods.bridgedrive.anchors import kmeans
-from litlab.methods.bridgedrive.sim import SceneConfig
-from litlab.utils.plotting import save_figure
+from litlab.task import TaskContext
 
 
 def expert_data_task(
-    output_dir: Path,
+    ctx: TaskContext,
     scenes: Sequence[dict],
     episodes: int = 40,
     seed: int = 0,
     horizon: int = 8,
     stride: int = 2,
     n_anchors: int = 16,
-) -> dict[str, float]:
+) -> TaskOutput:
     """Write ``expert.npz`` (train with ``data.path=<run>/expert.npz``), ``anchors.npy`` and a plot."""
+    output_dir = ctx.output_dir
     output_dir = Path(output_dir)
     data = collect_expert_dataset([SceneConfig(**dict(s)) for s in scenes], episodes, seed, horizon, stride)
     np.savez_compressed(output_dir / "expert.npz", **data)
@@ -38,7 +40,6 @@ def expert_data_task(
         "episodes": float(len(np.unique(data["episode"]))),
         "lane_change_fraction": float((np.abs(lateral) > 2.0).mean()),
     }
-    (output_dir / "results.json").write_text(json.dumps(results, indent=2))
     fig, ax = plt.subplots(figsize=(6, 4))
     sample = data["plan"][np.random.default_rng(seed).choice(len(plans), min(300, len(plans)), replace=False)]
     for plan in sample:
@@ -49,4 +50,4 @@ def expert_data_task(
     ax.set_ylabel("y right (m)")
     ax.set_title(f"expert plans (grey) and {n_anchors} k-means anchors")
     save_figure(fig, output_dir, "plans_and_anchors")
-    return results
+    return {"metrics": results}

@@ -4,7 +4,6 @@ number of denoising steps. Writes ``episodes.csv``, ``summary.csv``, ``table.md`
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -14,13 +13,15 @@ import pandas as pd
 import torch
 from rich.progress import track
 
+from litlab.core.figures import save_figure
+from litlab.core.results import TaskOutput
 from litlab.datamodules.driving import load_or_collect, split_by_episode
+from litlab.datamodules.driving_sim import SceneConfig
 from litlab.methods.bridgedrive.closed_loop import EpisodeLog, run_episodes, summarize
 from litlab.methods.bridgedrive.controller import PurePursuit
 from litlab.methods.bridgedrive.planners import Planner
-from litlab.methods.bridgedrive.sim import SceneConfig
 from litlab.methods.bridgedrive.training import build_planner, fit_planner, open_loop_metrics
-from litlab.utils.plotting import save_figure
+from litlab.task import TaskContext
 
 METRICS = ("success", "collision", "off_road", "driving_score", "mean_speed", "jerk")
 
@@ -82,7 +83,7 @@ def plot_sweep(sweep: pd.DataFrame, metric: str) -> plt.Figure:
 
 
 def closed_loop_study(
-    output_dir: Path,
+    ctx: TaskContext,
     planners: dict[str, Callable[..., Planner]],
     scenes: Sequence[dict],
     train_episodes: int = 40,
@@ -101,9 +102,10 @@ def closed_loop_study(
     controller: dict | None = None,
     data_seed: int = 0,
     data_path: str | None = None,
-) -> dict[str, float]:
+) -> TaskOutput:
     """Train each planner per seed on one expert dataset, evaluate all in closed loop (``eval_episodes`` per
     scene, traffic seeds disjoint from training), sweep ``sweep_steps`` for ``sweep_planners``."""
+    output_dir = ctx.output_dir
     output_dir = Path(output_dir)
     scene_configs = [SceneConfig(**dict(s)) for s in scenes]
     data = load_or_collect(scene_configs, train_episodes, data_seed, horizon, stride, data_path)
@@ -166,11 +168,10 @@ def closed_loop_study(
     summary_frame = pd.DataFrame(summary)
     summary_frame.to_csv(output_dir / "summary.csv", index=False)
     (output_dir / "table.md").write_text(summary_frame.to_markdown(index=False, floatfmt=".3f") + "\n")
-    (output_dir / "results.json").write_text(json.dumps(results, indent=2))
     sweep = episodes[episodes.planner.isin(list(sweep_planners))]
     if len(sweep):
         save_figure(plot_sweep(sweep, "success"), output_dir, "sweep_success")
         save_figure(plot_sweep(sweep, "driving_score"), output_dir, "sweep_driving_score")
     for env_id, logs in examples.items():
         save_figure(plot_episode(logs, f"{env_id}, {denoise_steps} step(s)"), output_dir, f"episode_{env_id}")
-    return results
+    return {"metrics": results}

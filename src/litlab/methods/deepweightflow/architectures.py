@@ -11,7 +11,7 @@ from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 from torch.func import functional_call, vmap
 
-from litlab.utils.errors import LitlabError
+from litlab.core.errors import LitlabError
 
 IMAGE_SIDE = 8  # sklearn digits are 8x8
 

@@ -3,15 +3,16 @@ Git Re-Basin weight matching for MLPs/CNNs, TransFusion for attention networks."
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
 import torch
 
+from litlab.core.results import TaskOutput
 from litlab.datamodules.weights import Zoo, load_zoo, save_zoo
 from litlab.methods.deepweightflow.rebasin import apply_permutation, spec_for, weight_matching
 from litlab.methods.deepweightflow.transfusion import transfusion_align
+from litlab.task import TaskContext
 
 log = logging.getLogger("litlab")
 Params = dict[str, torch.Tensor]
@@ -36,9 +37,10 @@ def align_zoo(zoo: Zoo, reference: int = 0) -> Zoo:
     return Zoo(params, zoo.arch, zoo.dataset, zoo.seeds, zoo.accuracy, True, reference, dict(zoo.extra))
 
 
-def canonicalise_task(output_dir: Path, zoo_dir: str, reference: int = 0) -> dict[str, float]:
+def canonicalise_task(ctx: TaskContext, zoo_dir: str, reference: int = 0) -> TaskOutput:
     """Read a zoo, align it to member ``reference`` and write it to ``<output_dir>/zoo``; reports how much
     closer the members came to the reference (mean L2 distance before/after)."""
+    output_dir = ctx.output_dir
     zoo = load_zoo(zoo_dir)
     aligned = align_zoo(zoo, reference)
     save_zoo(aligned, Path(output_dir) / "zoo")
@@ -48,6 +50,5 @@ def canonicalise_task(output_dir: Path, zoo_dir: str, reference: int = 0) -> dic
         return float((flat - flat[reference]).norm(dim=1).sum() / (len(z) - 1))
 
     results = {"distance_before": mean_distance(zoo), "distance_after": mean_distance(aligned)}
-    (Path(output_dir) / "results.json").write_text(json.dumps(results, indent=1))
     log.info("canonicalised %d networks onto member %d: %s", len(zoo), reference, results)
-    return results
+    return {"metrics": results}

@@ -4,7 +4,6 @@ overlap with it, and the noise-added and interpolation baselines."""
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
@@ -12,10 +11,12 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import torch
 
+from litlab.core.figures import save_figure
+from litlab.core.results import TaskOutput
 from litlab.datamodules.weights import ClassificationData, Zoo, classification_data, flatten_params, load_zoo
 from litlab.methods.deepweightflow.architectures import batched_logits, build_network
 from litlab.methods.deepweightflow.canonical import align_params, align_zoo
-from litlab.utils.plotting import save_figure
+from litlab.task import TaskContext
 
 log = logging.getLogger("litlab")
 Params = dict[str, torch.Tensor]
@@ -145,10 +146,11 @@ def evaluate_generated(
 
 
 def evaluate_task(
-    output_dir: Path, zoo_dir: str, generated: dict[str, str], n_train: int = 100, seed: int = 0
-) -> dict[str, float]:
+    ctx: TaskContext, zoo_dir: str, generated: dict[str, str], n_train: int = 100, seed: int = 0
+) -> TaskOutput:
     """Stage 4: read the zoo the generators trained on and their ``generated/`` folders; write
     ``evaluation.csv``, ``results.json`` and ``plots/novelty.png``; return the headline numbers."""
+    output_dir = ctx.output_dir
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     zoo = load_zoo(zoo_dir)
@@ -159,7 +161,6 @@ def evaluate_task(
         f"{name}/{col}": float(v) for name, row in frame.iterrows() for col, v in row.items() if pd.notna(v)
     }
     results["zoo/acc_mean"] = float(zoo.accuracy[:n_train].mean())
-    (output_dir / "results.json").write_text(json.dumps(results, indent=1))
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
     ax.scatter(frame["nn_dist_mean"], frame["acc_mean"])
     for name, row in frame.iterrows():
@@ -167,4 +168,4 @@ def evaluate_task(
     ax.set_xlabel("mean L2 to nearest training network (aligned)")
     ax.set_ylabel("mean test accuracy")
     save_figure(fig, output_dir, "novelty")
-    return results
+    return {"metrics": results}

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from scipy.optimize import linear_sum_assignment
 
-from litlab.utils.errors import LitlabError
+from litlab.core.errors import LitlabError
 
 Params = dict[str, torch.Tensor]
 Perms = dict[str, torch.Tensor]

@@ -3,20 +3,20 @@ on a zoo in-process, then time and score sampling."""
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from functools import partial
-from pathlib import Path
 
 import lightning as L
 import torch
 
+from litlab.core.results import TaskOutput
 from litlab.datamodules.weights import WeightsDataModule, Zoo
 from litlab.methods.deepweightflow.architectures import zoo_accuracy
 from litlab.methods.deepweightflow.canonical import align_zoo
 from litlab.methods.deepweightflow.module import DDPMGenerator, FlowMatchingGenerator, WeightGenerator
 from litlab.methods.deepweightflow.zoo import train_zoo
+from litlab.task import TaskContext
 
 log = logging.getLogger("litlab")
 
@@ -63,7 +63,7 @@ def timed_generation(module: WeightGenerator, n: int, seed: int = 0) -> tuple[fl
 
 
 def canonicalisation_study(
-    output_dir: Path,
+    ctx: TaskContext,
     arch: str | dict,
     dataset: str = "digits",
     n_networks: int = 200,
@@ -75,7 +75,7 @@ def canonicalisation_study(
     hidden: int = 256,
     n_generate: int = 100,
     seed: int = 0,
-) -> dict[str, float]:
+) -> TaskOutput:
     """Re-based vs raw training of the same flow on the same zoo: accuracy of ``n_generate`` sampled
     networks against the zoo's, written to ``results.json``."""
     zoo = train_zoo(arch, dataset, n_networks, epochs, batch_size, lr, seed)
@@ -90,6 +90,5 @@ def canonicalisation_study(
             f"{arm}/acc_ratio": float(accuracy.mean()) / results["zoo/acc_mean"],
             f"{arm}/sample_seconds": seconds,
         }
-    (Path(output_dir) / "results.json").write_text(json.dumps(results, indent=1))
     log.info("canonicalisation study: %s", results)
-    return results
+    return {"metrics": results}

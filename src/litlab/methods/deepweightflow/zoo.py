@@ -12,7 +12,8 @@ from pathlib import Path
 import torch
 from rich.progress import track
 
-from litlab.datamodules.data_root import cache_dir
+from litlab.core.paths import cache_dir
+from litlab.core.results import TaskOutput
 from litlab.datamodules.weights import Zoo, classification_data, load_zoo, save_zoo
 from litlab.methods.deepweightflow.architectures import (
     build_network,
@@ -21,6 +22,7 @@ from litlab.methods.deepweightflow.architectures import (
     zoo_accuracy,
 )
 from litlab.methods.deepweightflow.canonical import align_zoo
+from litlab.task import TaskContext
 
 log = logging.getLogger("litlab")
 
@@ -68,7 +70,7 @@ def train_zoo(
 
 
 def zoo_task(
-    output_dir: Path,
+    ctx: TaskContext,
     arch: str | dict,
     dataset: str,
     n_networks: int,
@@ -76,8 +78,9 @@ def zoo_task(
     batch_size: int = 32,
     lr: float = 1e-3,
     seed: int = 0,
-) -> dict[str, float]:
+) -> TaskOutput:
     """Stage 1: train a zoo and write it to ``<output_dir>/zoo`` (safetensors + index.json)."""
+    output_dir = ctx.output_dir
     start = time.perf_counter()
     zoo = train_zoo(arch, dataset, n_networks, epochs, batch_size, lr, seed, progress=True)
     seconds = time.perf_counter() - start
@@ -89,9 +92,8 @@ def zoo_task(
         "seconds": seconds,
         "networks_per_minute": 60 * n_networks / seconds,
     }
-    (Path(output_dir) / "results.json").write_text(json.dumps(results, indent=1))
     log.info("zoo of %d networks in %s: %s", n_networks, folder, results)
-    return results
+    return {"metrics": results}
 
 
 def zoo_source(

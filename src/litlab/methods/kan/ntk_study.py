@@ -13,10 +13,12 @@ import pandas as pd
 import torch
 from rich.progress import Progress
 
+from litlab.core.figures import save_figure
+from litlab.core.results import TaskOutput
 from litlab.datamodules.functions import evaluate, get_function, sample_uniform
 from litlab.methods.kan.layers import build_kan
 from litlab.methods.kan.ntk import empirical_ntk, spectrum_summary
-from litlab.utils.plotting import save_figure
+from litlab.task import TaskContext
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +31,7 @@ def scheme_label(init: Mapping[str, Any]) -> str:
 
 
 def ntk_study(
-    output_dir: Path,
+    ctx: TaskContext,
     schemes: Sequence[Mapping[str, Any]],
     function: str = "f2",
     width: int = 16,
@@ -41,13 +43,14 @@ def ntk_study(
     eval_epochs: Sequence[int] = (0, 50, 100, 250, 500),
     lr: float = 1e-3,
     seed: int = 0,
-) -> dict[str, float]:
+) -> TaskOutput:
     """Train one KAN per scheme full-batch on ``function``; at ``eval_epochs`` record the NTK spectrum.
 
     The NTK is computed on the first ``n_ntk_points`` training points (the paper uses 256).
     Writes ``ntk.csv`` (one row per scheme and epoch), ``spectra.json`` and plots; returns the final
     effective rank and condition number per scheme.
     """
+    output_dir = ctx.output_dir
     output_dir = Path(output_dir)
     if max(eval_epochs) > epochs:
         raise ValueError(f"eval_epochs {list(eval_epochs)} go past epochs={epochs}")
@@ -95,8 +98,7 @@ def ntk_study(
     results = {f"{s}/effective_rank": float(r.effective_rank) for s, r in final.iterrows()}
     results |= {f"{s}/condition_number": float(r.condition_number) for s, r in final.iterrows()}
     results |= {f"{s}/train_loss": float(r.train_loss) for s, r in final.iterrows()}
-    (output_dir / "results.json").write_text(json.dumps(results, indent=2))
-    return results
+    return {"metrics": results}
 
 
 def _plot(table: pd.DataFrame, spectra: dict[str, list[float]], output_dir: Path) -> None:

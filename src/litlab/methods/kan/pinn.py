@@ -17,9 +17,9 @@ import torch
 from matplotlib.figure import Figure
 from torch import nn
 
+from litlab.core.errors import LitlabError
 from litlab.datamodules.pde import PDEProblem, ReferenceSolution, ResidualAttention
 from litlab.methods.kan.module import OptimizerFactory, Regressor, SchedulerFactory, relative_l2
-from litlab.utils.errors import LitlabError
 
 PDEBatch = dict[str, torch.Tensor]
 
@@ -102,7 +102,8 @@ class PINNModule(Regressor):
         datamodule = self.trainer.datamodule
         if datamodule is None or not isinstance(getattr(datamodule, "problem", None), PDEProblem):
             raise LitlabError(
-                "PINNModule needs a PDEDataModule (data=pde): it takes the PDE and collocation set from it."
+                "PINNModule needs a PDEDataModule (data=pde/pinn): it takes the PDE and collocation set "
+                "from it."
             )
         self.bind(
             datamodule.problem,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
@@ -11,8 +10,10 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from litlab.utils.errors import LitlabError
-from litlab.utils.plotting import save_figure
+from litlab.core.errors import LitlabError
+from litlab.core.figures import save_figure
+from litlab.core.results import TaskOutput, read_results
+from litlab.task import TaskContext
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +28,7 @@ def collect_runs(sweep_dir: Path, metric: str = "test/rel_l2") -> pd.DataFrame:
         if not config_file.exists():
             continue
         cfg = yaml.safe_load(config_file.read_text())
-        metrics = json.loads(result_file.read_text())["metrics"]
+        metrics = read_results(result_file.parent)["metrics"]
         if metric not in metrics:
             continue
         net, init = cfg["model"]["net"], cfg["model"]["net"]["init"]
@@ -74,8 +75,9 @@ def win_rates(runs: pd.DataFrame, metric: str = "test/rel_l2", baseline: str = "
     return pd.DataFrame(rows).set_index("scheme")
 
 
-def kan_init_report(output_dir: Path, sweep_dir: str, metric: str = "test/rel_l2") -> dict[str, float]:
+def kan_init_report(ctx: TaskContext, sweep_dir: str, metric: str = "test/rel_l2") -> TaskOutput:
     """Write ``runs.csv``, ``win_rates.csv``/``.md`` and a scatter plot; return each scheme's win rate."""
+    output_dir = ctx.output_dir
     output_dir = Path(output_dir)
     runs = collect_runs(Path(sweep_dir), metric)
     table = win_rates(runs, metric)
@@ -84,7 +86,7 @@ def kan_init_report(output_dir: Path, sweep_dir: str, metric: str = "test/rel_l2
     (output_dir / "win_rates.md").write_text(table.to_markdown(floatfmt=".3f") + "\n")
     log.info("win rates against the baseline (%d runs):\n%s", len(runs), table.to_string())
     _scatter(runs, metric, output_dir)
-    return {f"{scheme}/win_rate": float(row.win_rate) for scheme, row in table.iterrows()}
+    return {"metrics": {f"{scheme}/win_rate": float(row.win_rate) for scheme, row in table.iterrows()}}
 
 
 def _scatter(runs: pd.DataFrame, metric: str, output_dir: Path) -> None:

@@ -18,9 +18,9 @@ import torch
 from scipy import ndimage
 
 from litlab.datamodules.events import UAVSequence
-from litlab.methods.skyevents.geometry import project_points, world_points
-from litlab.methods.skyevents.render import luminance
-from litlab.methods.skyevents.sensors import Events
+from litlab.datamodules.uav.geometry import project_points, world_points
+from litlab.datamodules.uav.render import luminance
+from litlab.datamodules.uav.sensors import Events
 
 
 @dataclass

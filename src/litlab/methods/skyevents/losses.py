@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 from torch.nn import functional as F
 
-from litlab.methods.skyevents.geometry import HeightField, Intrinsics, project_points, world_points
-from litlab.methods.skyevents.sensors import Events
+from litlab.datamodules.uav.geometry import HeightField, Intrinsics, project_points, world_points
+from litlab.datamodules.uav.sensors import Events
 
 
 def event_frames(

@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt
 import torch
 from matplotlib.figure import Figure
 
-from litlab.datamodules.data_root import cache_dir
+from litlab.core.paths import cache_dir
 from litlab.datamodules.events import UAVSequence
 from litlab.methods.skyevents.gta import estimate_offset_gta
 from litlab.methods.skyevents.objective import EventReconstruction

@@ -7,6 +7,7 @@ from torch import nn
 from torchmetrics.functional.image import peak_signal_noise_ratio, structural_similarity_index_measure
 
 from litlab.datamodules.events import UAVSequence
+from litlab.datamodules.uav.render import GroundTexture, log_luminance, render
 from litlab.methods.skyevents.losses import (
     blur_aware_rgb_loss,
     event_frames,
@@ -14,7 +15,6 @@ from litlab.methods.skyevents.losses import (
     region_event_loss,
     whole_frame_event_loss,
 )
-from litlab.methods.skyevents.render import GroundTexture, log_luminance, render
 
 EVENT_LOSSES = ("none", "full", "rer")
 

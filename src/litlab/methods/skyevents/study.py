@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -11,10 +10,12 @@ import pandas as pd
 import torch
 from rich.progress import track
 
+from litlab.core.figures import save_figure
+from litlab.core.results import TaskOutput
 from litlab.datamodules.events import FlightConfig, UAVSequence, load_sequence
 from litlab.methods.skyevents.gta import estimate_offset_gta, estimate_offset_xcorr
 from litlab.methods.skyevents.objective import EventReconstruction, fit
-from litlab.utils.plotting import save_figure
+from litlab.task import TaskContext
 
 # setup: (event loss, which offset); the table of the paper note's "Test 2"
 SETUPS = {
@@ -136,7 +137,7 @@ def image_grid(sequence: UAVSequence, objectives: dict[str, EventReconstruction]
 
 
 def skyevents_study(
-    output_dir: Path,
+    ctx: TaskContext,
     conditions: Sequence[str] = ("normal", "blur", "low_light"),
     offsets: Sequence[float] = (0.001, 0.005, 0.01, 0.02),
     seeds: Sequence[int] = (0, 1, 2),
@@ -145,8 +146,9 @@ def skyevents_study(
     event_weights: dict[str, float] | None = None,
     planted_offset: float = 0.01,
     flight: dict | None = None,
-) -> dict[str, float]:
+) -> TaskOutput:
     """Run both studies; write ``gta.csv``, ``reconstruction.csv``, ``tables.md`` and image grids."""
+    output_dir = ctx.output_dir
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     weights = dict(event_weights or {"full": 0.006, "rer": 0.0003})
@@ -174,5 +176,4 @@ def skyevents_study(
         f"gta_error_ms/{c}": float(v) for c, v in gta.groupby("condition")["gta_error_ms"].mean().items()
     }
     results.update({f"psnr/{c}/{s}": float(v) for (c, s), v in recon_summary["psnr"].items()})
-    (output_dir / "results.json").write_text(json.dumps(results, indent=2))
-    return results
+    return {"metrics": results}

@@ -1,6 +1,6 @@
 """Train CartanFM, its ablations and the VAE baselines on one recombination split and score them.
 
-``symspace_benchmark`` is the ``litlab-run task=symspace_benchmark`` entry point: for every case and
+``symspace_benchmark`` is the ``litlab-run task=symspace/benchmark`` entry point: for every case and
 seed it trains each model for ``max_steps`` Adam steps, then reports held-out and in-distribution
 reconstruction errors, factor-classifier accuracy on the held-out reconstructions and (for CartanFM
 variants) the Cartan residuals of the learnt bases. The claim test calls ``run_case`` at a tiny size.
@@ -8,7 +8,6 @@ variants) the Cartan residuals of the learnt bases. The claim test calls ``run_c
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -19,11 +18,13 @@ import pandas as pd
 import torch
 from rich.progress import track
 
+from litlab.core.figures import save_figure
+from litlab.core.results import TaskOutput
 from litlab.datamodules.sprites import FACTORS, SpritesDataModule, recombination_mask
 from litlab.methods.symspace.classifier import FactorClassifier, factor_accuracy, train_factor_classifier
 from litlab.methods.symspace.lie import cartan_orthogonality, cartan_residuals
 from litlab.methods.symspace.module import CartanFM, ReconstructionModule, reconstruction_errors
-from litlab.utils.plotting import save_figure
+from litlab.task import TaskContext
 
 log = logging.getLogger("litlab")
 ModuleFactory = Callable[..., ReconstructionModule]
@@ -180,7 +181,7 @@ def reconstruction_grid(
 
 
 def symspace_benchmark(
-    output_dir: Path,
+    ctx: TaskContext,
     models: dict[str, ModuleFactory],
     split: str = "r2r",
     cases: tuple[int, ...] = (0, 1, 2),
@@ -188,11 +189,12 @@ def symspace_benchmark(
     max_steps: int = 2000,
     classifier_epochs: int = 10,
     data: dict | None = None,
-) -> dict[str, float]:
+) -> TaskOutput:
     """Write runs.csv, table.md (mean over seeds), results.json and held-out reconstruction grids.
 
     Returns ``<model>/heldout_bce`` averaged over cases and seeds.
     """
+    output_dir = ctx.output_dir
     output_dir = Path(output_dir)
     frames = []
     for case in cases:
@@ -211,5 +213,4 @@ def symspace_benchmark(
     results = {
         f"{m}/heldout_bce": float(v) for m, v in trained.groupby("model")["heldout_bce"].mean().items()
     }
-    (output_dir / "results.json").write_text(json.dumps(results, indent=2))
-    return results
+    return {"metrics": results}

@@ -1,0 +1,1 @@
+"""Foundations every layer may use: errors, data paths, caches, the results schema, figures, SLURM facts."""

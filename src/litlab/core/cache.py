@@ -1,0 +1,87 @@
+"""Caches of generated data that are data, not code: tensors in safetensors, metadata in JSON.
+
+A cache entry is keyed by its generator's version and by the config that made it, so changing either
+builds a new one. Nothing is unpickled: a planted or corrupted file is rebuilt with a warning, never run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from litlab.core.paths import cache_dir, key_digest
+
+log = logging.getLogger("litlab")
+
+
+def cached_tensors(
+    family: str,
+    name: str,
+    version: str,
+    key: Mapping[str, Any],
+    build: Callable[[], Mapping[str, Any]],
+) -> dict[str, Any]:
+    """The tensors ``build()`` returns, cached under ``<cache>/<family>/<name>-<digest>.safetensors``.
+
+    ``build`` returns a dict of tensors (numpy arrays are converted); ``version`` names the generator's
+    revision (bump it when the generator changes). A file that cannot be read, or whose metadata does not
+    match, is rebuilt with a warning.
+    """
+    import torch
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    full_key = {"name": name, "version": version, "key": dict(key)}
+    path = cache_dir(family) / f"{name}-{key_digest(full_key)}.safetensors"
+    if path.exists():
+        try:
+            with safe_open(path, framework="pt") as handle:
+                if (handle.metadata() or {}).get("litlab_key") == _key_text(full_key):
+                    return {name: handle.get_tensor(name) for name in handle.keys()}  # noqa: SIM118
+            log.warning("cache %s was made by another generator version or config; rebuilding it", path)
+        except Exception as error:  # a truncated or foreign file: rebuild, never trust it
+            log.warning("cache %s is unreadable (%s); rebuilding it", path, error)
+    tensors = {k: v if isinstance(v, torch.Tensor) else torch.as_tensor(v) for k, v in build().items()}
+    tensors = {k: v.contiguous() for k, v in tensors.items()}
+    _atomic(path, lambda tmp: save_file(tensors, tmp, metadata={"litlab_key": _key_text(full_key)}))
+    return tensors
+
+
+def cached_json(
+    family: str, name: str, version: str, key: Mapping[str, Any], build: Callable[[], Any]
+) -> Any:
+    """Like :func:`cached_tensors` for a JSON-able value."""
+    full_key = {"name": name, "version": version, "key": dict(key)}
+    path = cache_dir(family) / f"{name}-{key_digest(full_key)}.json"
+    if path.exists():
+        try:
+            stored = json.loads(path.read_text())
+            if stored.get("key") == json.loads(json.dumps(full_key, default=str)):
+                return stored["value"]
+        except (OSError, ValueError, AttributeError) as error:
+            log.warning("cache %s is unreadable (%s); rebuilding it", path, error)
+    value = build()
+    text = json.dumps({"key": full_key, "value": value}, default=str)
+    _atomic(path, lambda tmp: Path(tmp).write_text(text))
+    return value
+
+
+def _key_text(key: Mapping[str, Any]) -> str:
+    return json.dumps(key, sort_keys=True, default=str)
+
+
+def _atomic(path: Path, write: Callable[[str], None]) -> None:
+    """Write through a temporary file in the same folder and rename it over ``path``."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

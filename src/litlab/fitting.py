@@ -1,0 +1,394 @@
+"""One way to fit models inside tasks and studies: a lean loop on Lightning Fabric.
+
+``litlab-train`` runs one model through Lightning's Trainer (run folder, checkpoints, loggers). Tasks and
+studies fit many models (seeds × arms × cases); they all go through :class:`Fitter`, which takes the
+accelerator, devices, nodes, strategy and precision of the run's ``trainer=`` config (and so its
+``resources``), seeds every fit, and calls the LightningModule's own ``training_step``,
+``validation_step`` and ``configure_optimizers``. Its per-step cost is that of a hand-written loop
+(``benchmarks/trainer_overhead.py``), which matters when a study fits thousands of tiny full-batch models.
+
+Hooks called on the module: ``on_fit_start``, ``on_train_start``, ``on_train_epoch_start``,
+``on_train_epoch_end``, ``on_validation_epoch_start``, ``on_validation_epoch_end``, ``on_train_end``,
+``on_fit_end``. Values passed to ``self.log`` are collected: training values averaged since the last
+validation, validation values averaged over the validation batches (and over ranks).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import lightning as L
+import torch
+from lightning.fabric.loggers import Logger as FabricLogger
+from lightning.fabric.utilities.rank_zero import rank_zero_only
+
+from litlab.core.errors import LitlabError
+
+# Trainer keys the Fitter takes from a ``trainer=`` config; the loop keys (max_epochs, callbacks ...) are
+# the task's to choose.
+FABRIC_KEYS = ("accelerator", "devices", "num_nodes", "strategy", "precision")
+
+
+@dataclass
+class FitResult:
+    """What one fit did: its length, the metric history, and the metrics at the end (or at the best)."""
+
+    steps: int
+    epochs: int
+    seconds: float
+    metrics: dict[str, float]
+    history: list[dict[str, float]] = field(default_factory=list)
+    best_step: int | None = None
+    stopped_early: bool = False
+
+
+class _MetricCollector(FabricLogger):
+    """Collects ``self.log`` values as running means per key (what the loop reads back)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._sums: dict[str, float] = {}
+        self._counts: dict[str, int] = {}
+
+    @property
+    def name(self) -> str:
+        return "litlab_fitter"
+
+    @property
+    def version(self) -> int:
+        return 0
+
+    def log_hyperparams(self, params: Any, *args: Any, **kwargs: Any) -> None:
+        """Hyperparameters are the run's business, not a fit's."""
+
+    @rank_zero_only
+    def log_metrics(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
+        for key, value in metrics.items():
+            number = float(value.detach().float().mean()) if isinstance(value, torch.Tensor) else float(value)
+            self._sums[key] = self._sums.get(key, 0.0) + number
+            self._counts[key] = self._counts.get(key, 0) + 1
+
+    def take(self) -> dict[str, float]:
+        """The means since the last ``take`` (and reset)."""
+        means = {key: self._sums[key] / self._counts[key] for key in self._sums}
+        self._sums, self._counts = {}, {}
+        return means
+
+
+def _as_loss(output: Any) -> torch.Tensor:
+    """The loss from what ``training_step`` returned (a tensor or a dict with ``loss``)."""
+    if isinstance(output, Mapping):
+        output = output.get("loss")
+    if not isinstance(output, torch.Tensor):
+        raise LitlabError(
+            f"training_step must return the loss tensor or a dict with 'loss', got {type(output).__name__}"
+        )
+    return output
+
+
+def _split_optimizers(configured: Any) -> tuple[torch.optim.Optimizer, Any, str]:
+    """(optimizer, scheduler or None, scheduler interval) from ``configure_optimizers``' return value."""
+    if isinstance(configured, torch.optim.Optimizer):
+        return configured, None, "epoch"
+    if isinstance(configured, Mapping) and isinstance(configured.get("optimizer"), torch.optim.Optimizer):
+        scheduler = configured.get("lr_scheduler")
+        interval = "epoch"
+        if isinstance(scheduler, Mapping):
+            interval = scheduler.get("interval", "epoch")
+            scheduler = scheduler["scheduler"]
+        return configured["optimizer"], scheduler, interval
+    raise LitlabError(
+        "the Fitter supports one optimizer (configure_optimizers returning it, or a dict with 'optimizer' "
+        f"and an optional 'lr_scheduler'); got {type(configured).__name__}"
+    )
+
+
+class Fitter:
+    """Fits LightningModules on the devices of the run's ``trainer=`` config, one seeded fit at a time.
+
+    Args:
+        accelerator, devices, num_nodes, strategy, precision: as for Lightning (``Fitter.from_config``
+            takes them from a ``trainer`` config, so ``trainer=gpu resources.devices=4`` reaches tasks).
+        gradient_clip_val: clip the gradient norm to this value (None: no clipping).
+    """
+
+    def __init__(
+        self,
+        accelerator: str = "cpu",
+        devices: int | str | list[int] = 1,
+        num_nodes: int = 1,
+        strategy: Any = "auto",
+        precision: str | int = "32-true",
+        gradient_clip_val: float | None = None,
+    ) -> None:
+        self.settings = {
+            "accelerator": accelerator,
+            "devices": devices,
+            "num_nodes": num_nodes,
+            "strategy": _fabric_strategy(strategy),
+            "precision": precision,
+        }
+        self.gradient_clip_val = gradient_clip_val
+        self._fabric: L.Fabric | None = None
+
+    @classmethod
+    def from_config(cls, trainer: Mapping[str, Any] | None) -> Fitter:
+        """A Fitter with the device settings of a ``trainer`` config (a DictConfig or a dict)."""
+        trainer = dict(trainer or {})
+        kwargs = {key: trainer[key] for key in FABRIC_KEYS if trainer.get(key) is not None}
+        if trainer.get("gradient_clip_val") is not None:
+            kwargs["gradient_clip_val"] = trainer["gradient_clip_val"]
+        return cls(**kwargs)
+
+    @property
+    def fabric(self) -> L.Fabric:
+        """The Fabric of this Fitter, launched (processes started) on first use."""
+        if self._fabric is None:
+            fabric = L.Fabric(**self.settings, loggers=[_MetricCollector()])
+            fabric.launch()
+            self._fabric = fabric
+        return self._fabric
+
+    @property
+    def is_global_zero(self) -> bool:
+        """True in the process that writes results (rank 0)."""
+        return self.fabric.is_global_zero
+
+    def fit(
+        self,
+        module: L.LightningModule,
+        train: Iterable | L.LightningDataModule,
+        val: Iterable | None = None,
+        *,
+        max_steps: int | None = None,
+        max_epochs: int | None = None,
+        val_every_n_steps: int | None = None,
+        monitor: str | None = None,
+        mode: str = "min",
+        patience: int | None = None,
+        restore_best: bool = False,
+        seed: int | None = None,
+    ) -> FitResult:
+        """Train ``module`` on ``train`` (a DataLoader/iterable or a DataModule) and return what happened.
+
+        Stops after ``max_steps`` optimizer steps or ``max_epochs`` passes (at least one must be given).
+        Validation (on ``val``, or the DataModule's ``val_dataloader``) runs every ``val_every_n_steps``
+        steps, else at each epoch end. With ``monitor`` (a validation key) the best value is tracked,
+        ``patience`` validations without improvement stop the fit, and ``restore_best`` loads the best
+        weights back; ``FitResult.metrics`` then are the metrics of the best validation.
+        """
+        if max_steps is None and max_epochs is None:
+            raise LitlabError("Fitter.fit needs max_steps or max_epochs")
+        if mode not in ("min", "max"):
+            raise LitlabError(f"mode must be 'min' or 'max', got {mode!r}")
+        fabric = self.fabric
+        if seed is not None:
+            L.seed_everything(seed, workers=True, verbose=False)
+        train_loader, val_loader = self._loaders(module, train, val)
+        configured = module.configure_optimizers()
+        optimizer, scheduler, interval = _split_optimizers(configured)
+        model, optimizer = fabric.setup(module, optimizer)
+        train_loader = fabric.setup_dataloaders(train_loader) if _is_loader(train_loader) else train_loader
+        if val_loader is not None and _is_loader(val_loader):
+            val_loader = fabric.setup_dataloaders(val_loader)
+        collector = fabric.logger
+        collector.take()
+
+        loop = _Loop(fabric, model, module, optimizer, scheduler, interval, collector, self.gradient_clip_val)
+        start = time.perf_counter()
+        result = loop.run(
+            train_loader,
+            val_loader,
+            max_steps=max_steps if max_steps is not None else math.inf,
+            max_epochs=max_epochs if max_epochs is not None else math.inf,
+            val_every=val_every_n_steps,
+            monitor=monitor,
+            sign=1.0 if mode == "min" else -1.0,
+            patience=patience,
+            restore_best=restore_best,
+        )
+        result.seconds = time.perf_counter() - start
+        return result
+
+    @torch.no_grad()
+    def evaluate(self, module: L.LightningModule, loader: Iterable, stage: str = "test") -> dict[str, float]:
+        """Run ``<stage>_step`` over ``loader`` and return the means of what it logged."""
+        fabric = self.fabric
+        model = module if isinstance(module, torch.nn.Module) and hasattr(module, "_forward_module") else None
+        model = model or fabric.setup_module(module)
+        loader = fabric.setup_dataloaders(loader) if _is_loader(loader) else loader
+        collector = fabric.logger
+        collector.take()
+        model.eval()
+        for index, batch in enumerate(loader):
+            getattr(model, f"{stage}_step")(batch, index)
+        return _reduced(fabric, collector.take())
+
+    def _loaders(self, module: L.LightningModule, train: Any, val: Any) -> tuple[Iterable, Iterable | None]:
+        if not isinstance(train, L.LightningDataModule):
+            return train, val
+        datamodule = train
+        with self.fabric.rank_zero_first():
+            datamodule.prepare_data()
+        datamodule.setup("fit")
+        if val is None and type(datamodule).val_dataloader is not L.LightningDataModule.val_dataloader:
+            val = datamodule.val_dataloader()
+        return datamodule.train_dataloader(), val
+
+
+class _Loop:
+    """The training loop of one fit (state that lives only as long as the fit)."""
+
+    def __init__(
+        self,
+        fabric: L.Fabric,
+        model: torch.nn.Module,
+        module: L.LightningModule,
+        optimizer: Any,
+        scheduler: Any,
+        interval: str,
+        collector: _MetricCollector,
+        clip: float | None,
+    ) -> None:
+        self.fabric, self.model, self.module = fabric, model, module
+        self.optimizer, self.scheduler, self.interval = optimizer, scheduler, interval
+        self.collector, self.clip = collector, clip
+        self.history: list[dict[str, float]] = []
+        self.best_value = math.inf
+        self.best_step: int | None = None
+        self.best_state: dict[str, torch.Tensor] | None = None
+        self.best_metrics: dict[str, float] = {}
+        self.since_best = 0
+
+    def run(
+        self,
+        train_loader: Iterable,
+        val_loader: Iterable | None,
+        *,
+        max_steps: float,
+        max_epochs: float,
+        val_every: int | None,
+        monitor: str | None,
+        sign: float,
+        patience: int | None,
+        restore_best: bool,
+    ) -> FitResult:
+        module, model = self.module, self.model
+        module.on_fit_start()
+        module.on_train_start()
+        step = epoch = 0
+        stop = early = False
+        last: dict[str, float] = {}
+        while not stop and epoch < max_epochs:
+            module.on_train_epoch_start()
+            for index, batch in enumerate(train_loader):
+                model.train()
+                loss = _as_loss(model.training_step(batch, index))
+                self.optimizer.zero_grad(set_to_none=True)
+                self.fabric.backward(loss)
+                if self.clip is not None:
+                    self.fabric.clip_gradients(model, self.optimizer, max_norm=self.clip)
+                self.optimizer.step()
+                step += 1
+                if self.scheduler is not None and self.interval == "step":
+                    self.scheduler.step()
+                if val_every is not None and step % val_every == 0:
+                    last = self._validate(val_loader, step, epoch, monitor, sign, restore_best)
+                    early = patience is not None and self.since_best >= patience
+                if early or step >= max_steps:
+                    stop = True
+                    break
+            module.on_train_epoch_end()
+            epoch += 1
+            if self.scheduler is not None and self.interval == "epoch":
+                self.scheduler.step()
+            if not stop and val_every is None:
+                last = self._validate(val_loader, step, epoch - 1, monitor, sign, restore_best)
+                early = patience is not None and self.since_best >= patience
+                stop = early
+        if not self.history or self.history[-1]["step"] != step:
+            train_metrics = _reduced(self.fabric, self.collector.take())
+            if train_metrics:
+                last = {**train_metrics, "step": float(step), "epoch": float(epoch - 1)}
+                self.history.append(last)
+        module.on_train_end()
+        module.on_fit_end()
+        metrics = last
+        if monitor is not None and self.best_step is not None:
+            metrics = self.best_metrics
+            if restore_best and self.best_state is not None:
+                module.load_state_dict(self.best_state)
+        return FitResult(
+            steps=step,
+            epochs=epoch,
+            seconds=0.0,
+            metrics={k: v for k, v in metrics.items() if k not in ("step", "epoch")},
+            history=self.history,
+            best_step=self.best_step,
+            stopped_early=early,
+        )
+
+    @torch.no_grad()
+    def _validate(
+        self,
+        val_loader: Iterable | None,
+        step: int,
+        epoch: int,
+        monitor: str | None,
+        sign: float,
+        restore_best: bool,
+    ) -> dict[str, float]:
+        row = {"step": float(step), "epoch": float(epoch), **_reduced(self.fabric, self.collector.take())}
+        if val_loader is not None:
+            self.model.eval()
+            self.module.on_validation_epoch_start()
+            for index, batch in enumerate(val_loader):
+                self.model.validation_step(batch, index)
+            self.module.on_validation_epoch_end()
+            row.update(_reduced(self.fabric, self.collector.take()))
+        self.history.append(row)
+        if monitor is not None:
+            if monitor not in row:
+                logged = ", ".join(sorted(k for k in row if k not in ("step", "epoch"))) or "none"
+                raise LitlabError(f"monitor={monitor!r} was not logged; logged: {logged}")
+            value = sign * row[monitor]
+            if value < self.best_value:
+                self.best_value, self.best_step, self.best_metrics = value, step, dict(row)
+                self.since_best = 0
+                if restore_best:
+                    self.best_state = copy.deepcopy(self.module.state_dict())
+            else:
+                self.since_best += 1
+        return row
+
+
+def _reduced(fabric: L.Fabric, metrics: dict[str, float]) -> dict[str, float]:
+    """Means over ranks (each rank's own means when running alone)."""
+    if fabric.world_size == 1 or not metrics:
+        return metrics
+    keys = sorted(metrics)
+    values = fabric.all_reduce(torch.tensor([metrics[k] for k in keys]), reduce_op="mean")
+    return dict(zip(keys, values.tolist(), strict=True))
+
+
+def _is_loader(loader: Any) -> bool:
+    return isinstance(loader, torch.utils.data.DataLoader)
+
+
+def _fabric_strategy(strategy: Any) -> Any:
+    """A Trainer strategy from config (a name, or a ``_target_`` dict) as Fabric takes it."""
+    if isinstance(strategy, str):
+        return strategy
+    if isinstance(strategy, Mapping):
+        target = str(strategy.get("_target_", ""))
+        name = target.rsplit(".", 1)[-1]
+        known = {"DDPStrategy": "ddp", "FSDPStrategy": "fsdp", "SingleDeviceStrategy": "auto"}
+        if name in known:
+            return known[name]
+        raise LitlabError(f"the Fitter cannot map trainer.strategy {target!r}; use a strategy name")
+    return strategy

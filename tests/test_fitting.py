@@ -1,0 +1,120 @@
+"""The Fitter trains a LightningModule exactly as a hand loop would, tracks validation, stops early."""
+
+from __future__ import annotations
+
+import lightning as L
+import pytest
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from litlab.core.errors import LitlabError
+from litlab.fitting import Fitter
+
+
+class Linear(L.LightningModule):
+    """y = w·x + b by MSE; logs train/loss and val/loss, val/mae."""
+
+    def __init__(self, lr: float = 0.05) -> None:
+        super().__init__()
+        self.net = torch.nn.Linear(3, 1)
+        self.lr = lr
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        loss = torch.nn.functional.mse_loss(self.net(x), y)
+        self.log("train/loss", loss)
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        x, y = batch
+        prediction = self.net(x)
+        self.log("val/loss", torch.nn.functional.mse_loss(prediction, y))
+        self.log("val/mae", (prediction - y).abs().mean())
+
+    def configure_optimizers(self):
+        return torch.optim.Adam(self.parameters(), lr=self.lr)
+
+
+def _data(n: int = 64, seed: int = 0) -> TensorDataset:
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 3, generator=generator)
+    return TensorDataset(x, x @ torch.tensor([[1.0], [-2.0], [0.5]]) + 0.3)
+
+
+def test_fit_equals_a_hand_written_loop() -> None:
+    data = _data()
+    torch.manual_seed(0)
+    module = Linear()
+    torch.manual_seed(0)
+    reference = Linear()
+    optimizer = torch.optim.Adam(reference.parameters(), lr=0.05)
+    x, y = data.tensors
+    for _ in range(30):
+        optimizer.zero_grad()
+        torch.nn.functional.mse_loss(reference.net(x), y).backward()
+        optimizer.step()
+    result = Fitter().fit(module, DataLoader(data, batch_size=64), max_steps=30)
+    assert result.steps == 30 and result.epochs == 30
+    for ours, theirs in zip(module.parameters(), reference.parameters(), strict=True):
+        assert torch.equal(ours, theirs)
+
+
+def test_validation_history_metrics_and_seeded_shuffling() -> None:
+    def run() -> tuple[list[dict[str, float]], torch.Tensor]:
+        torch.manual_seed(1)
+        module = Linear()
+        loader = DataLoader(_data(), batch_size=16, shuffle=True)
+        result = Fitter().fit(module, loader, DataLoader(_data(32, 1), batch_size=8), max_epochs=3, seed=5)
+        return result.history, module.net.weight.detach().clone()
+
+    (history, weight), (history_again, weight_again) = run(), run()
+    assert [row["step"] for row in history] == [4.0, 8.0, 12.0]
+    assert {"train/loss", "val/loss", "val/mae"} <= set(history[-1])
+    assert history[-1]["val/loss"] < history[0]["val/loss"]
+    assert history == history_again and torch.equal(weight, weight_again)
+
+
+def test_early_stopping_restores_the_best_weights() -> None:
+    torch.manual_seed(0)
+    module = Linear(lr=0.3)
+    train, val = DataLoader(_data(), batch_size=64), DataLoader(_data(32, 1), batch_size=32)
+    result = Fitter().fit(
+        module,
+        train,
+        val,
+        max_steps=400,
+        val_every_n_steps=5,
+        monitor="val/loss",
+        patience=3,
+        restore_best=True,
+    )
+    best = min(result.history, key=lambda row: row["val/loss"])
+    assert result.best_step == best["step"] and result.metrics["val/loss"] == best["val/loss"]
+    assert result.stopped_early and result.steps < 400
+    x, y = _data(32, 1).tensors
+    restored = torch.nn.functional.mse_loss(module.net(x), y).item()
+    assert restored == pytest.approx(best["val/loss"], rel=1e-5)
+
+
+def test_unknown_monitor_and_missing_length_are_clear_errors() -> None:
+    loader = DataLoader(_data(), batch_size=64)
+    with pytest.raises(LitlabError, match="max_steps or max_epochs"):
+        Fitter().fit(Linear(), loader)
+    with pytest.raises(LitlabError, match="monitor='val/acc' was not logged; logged: .*val/loss"):
+        Fitter().fit(Linear(), loader, loader, max_steps=2, val_every_n_steps=1, monitor="val/acc")
+
+
+def test_from_config_takes_the_device_keys_of_a_trainer_config() -> None:
+    fitter = Fitter.from_config(
+        {
+            "accelerator": "cpu",
+            "devices": 1,
+            "max_epochs": 7,
+            "precision": "bf16-mixed",
+            "gradient_clip_val": 1,
+        }
+    )
+    assert fitter.settings["precision"] == "bf16-mixed" and fitter.gradient_clip_val == 1
+    assert "max_epochs" not in fitter.settings
+    ddp = Fitter.from_config({"strategy": {"_target_": "lightning.pytorch.strategies.DDPStrategy"}})
+    assert ddp.settings["strategy"] == "ddp"
