@@ -1,8 +1,13 @@
-"""Shared DataModule behaviour: a global batch size that stays fixed across world sizes."""
+"""What every data family shares: a global batch fixed across world sizes, batch-gathering datasets, loaders
+whose shuffling a resumed run replays exactly, and the train/val/test regression DataModule."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+
 import lightning as L
+import torch
+from torch.utils.data import DataLoader, Dataset, Sampler
 
 
 class GlobalBatchDataModule(L.LightningDataModule):
@@ -33,3 +38,94 @@ class GlobalBatchDataModule(L.LightningDataModule):
                 f"world size {self.world_size}; choose a multiple of {self.world_size}."
             )
         return self.batch_size // self.world_size
+
+
+class TensorBatchDataset(Dataset):
+    """Row-aligned tensors whose batches are gathered with one index op (``__getitems__``), not per row.
+
+    Full-batch training on thousands of points would otherwise spend most of each step collating rows;
+    load it with ``batch_loader``, whose ``collate_fn`` passes the gathered batch through.
+    """
+
+    def __init__(self, *tensors: torch.Tensor) -> None:
+        if not tensors or any(len(t) != len(tensors[0]) for t in tensors):
+            raise ValueError("TensorBatchDataset needs one or more tensors with the same number of rows")
+        self.tensors = tensors
+
+    def __len__(self) -> int:
+        return len(self.tensors[0])
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, ...]:
+        return tuple(t[index] for t in self.tensors)
+
+    def __getitems__(self, indices: Sequence[int]) -> tuple[torch.Tensor, ...]:
+        index = torch.as_tensor(indices, dtype=torch.long)
+        return tuple(t[index] for t in self.tensors)
+
+
+def batch_collate(batch: object) -> object:
+    """The DataLoader ``collate_fn`` for datasets whose ``__getitems__`` already returns a whole batch."""
+    return batch
+
+
+class EpochShuffle(Sampler[int]):
+    """A random order per epoch that depends only on ``(seed, epoch)``.
+
+    Lightning calls ``set_epoch`` before each epoch, so a run resumed at epoch e draws exactly the batches
+    an uninterrupted run draws there (a sampler that carries a generator across epochs would restart it).
+    """
+
+    def __init__(self, n: int, seed: int) -> None:
+        self.n, self.seed, self.epoch = n, seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __iter__(self) -> Iterator[int]:
+        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
+        return iter(torch.randperm(self.n, generator=generator).tolist())
+
+    def __len__(self) -> int:
+        return self.n
+
+
+def batch_loader(dataset: Dataset, batch_size: int, shuffle: bool, seed: int, num_workers: int) -> DataLoader:
+    """A DataLoader over a ``__getitems__`` dataset, shuffled per epoch (:class:`EpochShuffle`) if asked."""
+    return DataLoader(
+        dataset,
+        batch_size=batch_size,
+        sampler=EpochShuffle(len(dataset), seed) if shuffle else None,
+        collate_fn=batch_collate,
+        num_workers=num_workers,
+        persistent_workers=num_workers > 0,
+    )
+
+
+class RegressionDataModule(GlobalBatchDataModule):
+    """Loaders shared by the regression families: ``train_set``/``val_set``/``test_set`` built in ``setup``.
+
+    ``batch_size=None`` means full batch (``n_train``); ``eval_batch_size=None`` puts each whole
+    evaluation set in one batch per process. Only mini-batches (batch < n_train) are shuffled, seeded.
+    """
+
+    def __init__(
+        self, n_train: int, batch_size: int | None, eval_batch_size: int | None, seed: int, num_workers: int
+    ) -> None:
+        super().__init__(n_train if batch_size is None else batch_size, num_workers)
+        self.n_train = n_train
+        self.eval_batch_size = eval_batch_size
+        self.seed = seed
+
+    def train_dataloader(self) -> DataLoader:
+        shuffle = self.batch_size < self.n_train
+        return batch_loader(self.train_set, self.per_device_batch_size, shuffle, self.seed, self.num_workers)
+
+    def _eval_loader(self, dataset: Dataset) -> DataLoader:
+        size = len(dataset) if self.eval_batch_size is None else self.eval_batch_size
+        return batch_loader(dataset, max(1, -(-size // self.world_size)), False, self.seed, self.num_workers)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._eval_loader(self.val_set)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._eval_loader(self.test_set)

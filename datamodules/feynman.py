@@ -33,7 +33,8 @@ import numpy as np
 import torch
 
 from litlab.core.paths import DATA_ROOT_ENV, data_root_candidates
-from litlab.datamodules.functions import RegressionDataModule, TensorBatchDataset, uniform_grid
+from litlab.datamodules.base import RegressionDataModule, TensorBatchDataset
+from litlab.datamodules.functions import uniform_grid
 
 CSV_NAME = "FeynmanEquations.csv"
 CSV_URL = "https://space.mit.edu/home/tegmark/aifeynman/FeynmanEquations.csv"

@@ -17,14 +17,13 @@ on a uniform 200 x 200 grid (the test set). Batches are ``(x, y)`` float32 tuple
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import numpy as np
 import torch
 from scipy import special
-from torch.utils.data import DataLoader, Dataset
 
-from litlab.datamodules.base import GlobalBatchDataModule
+from litlab.datamodules.base import RegressionDataModule, TensorBatchDataset
 
 TargetFunction = Callable[[np.ndarray], np.ndarray]
 
@@ -108,77 +107,6 @@ def split_sizes(n_samples: int, train_fraction: float) -> tuple[int, int]:
             f"train_fraction={train_fraction} of n_samples={n_samples} leaves an empty train or val split"
         )
     return n_train, n_samples - n_train
-
-
-class TensorBatchDataset(Dataset):
-    """Row-aligned tensors whose batches are gathered with one index op (``__getitems__``), not per row.
-
-    Full-batch training on thousands of points would otherwise spend most of each step collating rows;
-    load it with ``batch_loader``, whose ``collate_fn`` passes the gathered batch through.
-    """
-
-    def __init__(self, *tensors: torch.Tensor) -> None:
-        if not tensors or any(len(t) != len(tensors[0]) for t in tensors):
-            raise ValueError("TensorBatchDataset needs one or more tensors with the same number of rows")
-        self.tensors = tensors
-
-    def __len__(self) -> int:
-        return len(self.tensors[0])
-
-    def __getitem__(self, index: int) -> tuple[torch.Tensor, ...]:
-        return tuple(t[index] for t in self.tensors)
-
-    def __getitems__(self, indices: Sequence[int]) -> tuple[torch.Tensor, ...]:
-        index = torch.as_tensor(indices, dtype=torch.long)
-        return tuple(t[index] for t in self.tensors)
-
-
-def batch_collate(batch: object) -> object:
-    """The DataLoader ``collate_fn`` for datasets whose ``__getitems__`` already returns a whole batch."""
-    return batch
-
-
-def batch_loader(dataset: Dataset, batch_size: int, shuffle: bool, seed: int, num_workers: int) -> DataLoader:
-    """A DataLoader over a ``__getitems__`` dataset, shuffled by a seeded generator when asked."""
-    return DataLoader(
-        dataset,
-        batch_size=batch_size,
-        shuffle=shuffle,
-        generator=torch.Generator().manual_seed(seed) if shuffle else None,
-        collate_fn=batch_collate,
-        num_workers=num_workers,
-        persistent_workers=num_workers > 0,
-    )
-
-
-class RegressionDataModule(GlobalBatchDataModule):
-    """Loaders shared by the regression families: ``train_set``/``val_set``/``test_set`` built in ``setup``.
-
-    ``batch_size=None`` means full batch (``n_train``); ``eval_batch_size=None`` puts each whole
-    evaluation set in one batch per process. Only mini-batches (batch < n_train) are shuffled, seeded.
-    """
-
-    def __init__(
-        self, n_train: int, batch_size: int | None, eval_batch_size: int | None, seed: int, num_workers: int
-    ) -> None:
-        super().__init__(n_train if batch_size is None else batch_size, num_workers)
-        self.n_train = n_train
-        self.eval_batch_size = eval_batch_size
-        self.seed = seed
-
-    def train_dataloader(self) -> DataLoader:
-        shuffle = self.batch_size < self.n_train
-        return batch_loader(self.train_set, self.per_device_batch_size, shuffle, self.seed, self.num_workers)
-
-    def _eval_loader(self, dataset: Dataset) -> DataLoader:
-        size = len(dataset) if self.eval_batch_size is None else self.eval_batch_size
-        return batch_loader(dataset, max(1, -(-size // self.world_size)), False, self.seed, self.num_workers)
-
-    def val_dataloader(self) -> DataLoader:
-        return self._eval_loader(self.val_set)
-
-    def test_dataloader(self) -> DataLoader:
-        return self._eval_loader(self.test_set)
 
 
 class FunctionFitDataModule(RegressionDataModule):

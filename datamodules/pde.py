@@ -49,7 +49,7 @@ from scipy import fft
 from torch import nn
 from torch.utils.data import Dataset
 
-from litlab.datamodules.functions import RegressionDataModule, TensorBatchDataset
+from litlab.datamodules.base import RegressionDataModule, TensorBatchDataset
 
 Sampling = Literal["grid", "random"]
 UFunction = Callable[[torch.Tensor], torch.Tensor]

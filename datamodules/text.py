@@ -32,8 +32,7 @@ from transformers import PreTrainedTokenizerBase
 
 from litlab.core.errors import LitlabError
 from litlab.core.paths import DATA_ROOT_ENV, data_root_candidates
-from litlab.datamodules.base import GlobalBatchDataModule
-from litlab.datamodules.functions import batch_loader
+from litlab.datamodules.base import GlobalBatchDataModule, batch_loader
 from litlab.datamodules.tokenizers import cached_bpe, default_cache_dir, load_tokenizer, token_byte_lengths
 
 # Label of positions that no loss is computed on (PyTorch's cross-entropy ignore_index).

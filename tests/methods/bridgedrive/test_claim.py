@@ -9,7 +9,6 @@ It also checks that the study task writes its tables and plots."""
 
 from __future__ import annotations
 
-import json
 from functools import partial
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import pytest
 
 from litlab.methods.bridgedrive import planners as P
 from litlab.methods.bridgedrive.study import closed_loop_study
+from litlab.task import TaskContext
 
 CLAIM = {"train_episodes": 30, "eval_episodes": 20, "train_steps": 600}
 NOISE = 0.2  # about two standard errors of a difference of two 40-episode success rates near 0.5
@@ -37,7 +37,7 @@ SCENES = [
 def test_closed_loop_claim(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("LITLAB_CACHE", str(tmp_path / "cache"))
     results = closed_loop_study(
-        tmp_path,
+        TaskContext.local(tmp_path),
         planners={
             "bridge": partial(P.BridgePlanner),
             "truncated": partial(P.TruncatedDiffusionPlanner),
@@ -51,9 +51,9 @@ def test_closed_loop_claim(tmp_path: Path, monkeypatch) -> None:
         sweep_steps=[2],
         train_steps=CLAIM["train_steps"],
     )
-    for name in ("episodes.csv", "summary.csv", "table.md", "results.json", "plots/episode_merge-v0.png"):
+    results = results["metrics"]
+    for name in ("episodes.csv", "summary.csv", "table.md", "plots/episode_merge-v0.png"):
         assert (tmp_path / name).exists(), name
-    assert json.loads((tmp_path / "results.json").read_text()) == results
     episodes = pd.read_csv(tmp_path / "episodes.csv")
     assert len(episodes) == 3 * 2 * CLAIM["eval_episodes"]
     print({k: round(v, 3) for k, v in results.items()})
