@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -69,6 +70,7 @@ class LastCheckpoint(Checkpoint):
         if every_n_minutes is not None and every_n_minutes <= 0:
             raise ValueError(f"every_n_minutes must be > 0 or null, got {every_n_minutes}")
         self.path = Path(dirpath) / "last.ckpt"
+        self.previous_path = Path(dirpath) / "last.prev.ckpt"
         self.every_n_train_steps = every_n_train_steps
         self.every_n_minutes = every_n_minutes
         self.requeue_signal = _signal_number(requeue_signal)
@@ -77,7 +79,7 @@ class LastCheckpoint(Checkpoint):
         self._signal: int | None = None
         self._stop: int = _NOTHING
         self._requeued = False
-        self._last_step = -1
+        self._last_step = self._previous_step = -1
         self._last_time = self._epoch_start = time.monotonic()
         self._previous_handlers: dict[int, Any] = {}
 
@@ -194,9 +196,23 @@ class LastCheckpoint(Checkpoint):
             self._maybe_requeue(trainer)
 
     def _save(self, trainer: L.Trainer) -> None:
-        trainer.save_checkpoint(self.path)
+        # The previous save stays as last.prev.ckpt (a hard link, no copy) until the next one, so that a
+        # divergence found one step late can roll back to a state from before it (DivergenceGuard).
+        if trainer.is_global_zero and self.path.exists():
+            self.previous_path.unlink(missing_ok=True)
+            os.link(self.path, self.previous_path)
+        self._previous_step = self._last_step
+        trainer.save_checkpoint(self.path, weights_only=False)  # the full state: resume needs it
         self._last_step, self._last_time = trainer.global_step, time.monotonic()
         rank_zero_info(f"saved {self.path} at step {trainer.global_step}")
+
+    def roll_back(self, bad_step: int) -> bool:
+        """Put the previous save back as last.ckpt if the current one holds the weights of ``bad_step``."""
+        if self._last_step < bad_step or not self.previous_path.exists():
+            return False
+        os.replace(self.previous_path, self.path)
+        self._last_step = self._previous_step
+        return True
 
     def _maybe_requeue(self, trainer: L.Trainer) -> None:
         if self._stop != _REQUEUE or self._requeued or not slurm.in_slurm_job():

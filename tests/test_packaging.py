@@ -34,7 +34,7 @@ def test_wheel_install_imports_mapped_packages_and_finds_configs(tmp_path: Path)
     )
     assert build.returncode == 0, build.stderr[-2000:]
     probe = (
-        "import litlab, litlab.callbacks.nan_guard, litlab.datamodules.functions, litlab.kernels.bspline;"
+        "import litlab, litlab.callbacks.divergence, litlab.datamodules.functions, litlab.kernels.bspline;"
         "from importlib import resources;"
         "import litlab.data, hydra_plugins.litlab_searchpath;"
         "from litlab.runner.cli import all_options;"

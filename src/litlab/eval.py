@@ -19,6 +19,7 @@ def evaluate(cfg: DictConfig) -> float | None:
         datamodule, model = exp.build_data_and_model(cfg)
         exp.check_checkpoint_fits(checkpoint, model, f"ckpt_path={cfg.ckpt_path}")
         trainer = exp.build_trainer(cfg)
+        exp.record_run(cfg, output_dir)
         try:
             trainer.test(model, datamodule=datamodule, ckpt_path=cfg.ckpt_path, weights_only=True)
             metrics = dict(trainer.callback_metrics)

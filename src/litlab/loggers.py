@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+from pathlib import Path
 
 from lightning.fabric.loggers.csv_logs import _ExperimentWriter as _FabricWriter
 from lightning.fabric.loggers.logger import rank_zero_experiment
@@ -21,7 +22,30 @@ class _AppendingWriter(ExperimentWriter):
 
 
 class ResumableCSVLogger(CSVLogger):
-    """CSV metrics that survive ``resume=auto``: both legs of a resumed run land in one metrics.csv."""
+    """CSV metrics that survive ``resume=auto``: both legs of a resumed run land in one metrics.csv.
+
+    Rows an interrupted leg logged after the checkpoint it is resumed from are dropped when the next leg
+    starts (``forget_after``), so every step appears once, as in an uninterrupted run.
+    """
+
+    def forget_after(self, step: int) -> int:
+        """Drop rows logged after optimizer step ``step``; returns how many were dropped."""
+        path = Path(self.log_dir) / ExperimentWriter.NAME_METRICS_FILE
+        if not path.is_file():
+            return 0
+        with open(path, newline="") as handle:
+            reader = csv.DictReader(handle)
+            fields, rows = reader.fieldnames or [], list(reader)
+        kept = [row for row in rows if not row.get("step") or int(float(row["step"])) <= step]
+        if len(kept) == len(rows):
+            return 0
+        tmp = path.with_suffix(".csv.tmp")
+        with open(tmp, "w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=fields, lineterminator="\n")
+            writer.writeheader()
+            writer.writerows(kept)
+        tmp.replace(path)
+        return len(rows) - len(kept)
 
     @property
     @rank_zero_experiment

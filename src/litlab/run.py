@@ -29,6 +29,7 @@ def run_task(cfg: DictConfig) -> float | None:
         if not callable(task):
             raise ConfigError(f"task {name} is not callable; set _partial_: true in its config")
         ctx = TaskContext(output_dir=output_dir, fitter=Fitter.from_config(cfg.get("trainer")), seed=cfg.seed)
+        exp.record_run(cfg, output_dir)
         output = check_task_output(task(ctx), name)
         metrics = output.get("metrics", {})
         value = exp.metric_value(metrics, cfg.get("optimized_metric"))

@@ -24,9 +24,13 @@ def train(cfg: DictConfig) -> float | None:
     with exp.open_run(cfg) as output_dir:
         datamodule, model = exp.build_data_and_model(cfg)
         ckpt_path = exp.resolve_resume(cfg, output_dir)
-        if ckpt_path is not None:
-            exp.check_checkpoint_fits(exp.check_checkpoint(ckpt_path, "resume"), model, f"resume={ckpt_path}")
+        checkpoint = exp.check_checkpoint(ckpt_path, "resume") if ckpt_path is not None else None
+        if checkpoint is not None:
+            exp.check_checkpoint_fits(checkpoint, model, f"resume={ckpt_path}")
         trainer = exp.build_trainer(cfg)
+        exp.record_run(cfg, output_dir)
+        if checkpoint is not None:
+            exp.forget_metrics_after(trainer, int(checkpoint["global_step"]))
         try:
             exp.log_hyperparameters(cfg, trainer, model)
             trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)

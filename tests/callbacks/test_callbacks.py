@@ -1,4 +1,4 @@
-"""Atomic checkpoint writes, the non-finite loss guard, and figure logging."""
+"""Atomic checkpoint writes, the divergence guard with its checkpoint roll-back, and figure logging."""
 
 from __future__ import annotations
 
@@ -13,10 +13,11 @@ from lightning.pytorch.demos.boring_classes import BoringModel
 
 from litlab.callbacks.checkpoint_io import AtomicCheckpointIO
 from litlab.callbacks.figures import FigureCallback
-from litlab.callbacks.nan_guard import NonFiniteGuard, NonFiniteLossError
+from litlab.callbacks.divergence import DivergenceError, DivergenceGuard
+from litlab.callbacks.last_checkpoint import LastCheckpoint
 
 
-def _trainer(tmp_path: Path, callbacks: list, max_steps: int = 4) -> L.Trainer:
+def _trainer(tmp_path: Path, callbacks: list, max_steps: int = 4, **kwargs: object) -> L.Trainer:
     return L.Trainer(
         default_root_dir=tmp_path,
         max_steps=max_steps,
@@ -27,6 +28,7 @@ def _trainer(tmp_path: Path, callbacks: list, max_steps: int = 4) -> L.Trainer:
         enable_progress_bar=False,
         enable_model_summary=False,
         accelerator="cpu",
+        **kwargs,
     )
 
 
@@ -58,14 +60,39 @@ class _ExplodingModel(BoringModel):
         return out
 
 
-def test_nan_guard_stops_and_keeps_last_good_checkpoint(tmp_path: Path) -> None:
+def test_guard_stops_on_a_nan_loss_and_keeps_last_good_checkpoint(tmp_path: Path) -> None:
     checkpoint = ModelCheckpoint(dirpath=tmp_path / "ckpt", save_last=True, every_n_train_steps=1)
-    trainer = _trainer(tmp_path, [NonFiniteGuard(), checkpoint], max_steps=10)
-    with pytest.raises(NonFiniteLossError, match="became nan at epoch 0, step 3"):
+    trainer = _trainer(tmp_path, [DivergenceGuard(), checkpoint], max_steps=10)
+    with pytest.raises(DivergenceError, match="diverged at epoch 0, step 3: the training loss became nan"):
         trainer.fit(_ExplodingModel())
     saved = torch.load(tmp_path / "ckpt" / "last.ckpt", weights_only=True)
     assert saved["global_step"] == 3
     assert all(torch.isfinite(v).all() for v in saved["state_dict"].values())
+
+
+class _HugeStepModel(BoringModel):
+    """SGD with a learning rate that makes the loss explode within a few steps."""
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.8)
+
+
+def test_guard_stops_an_exploding_loss_and_rolls_back_to_a_save_from_before_it(tmp_path: Path) -> None:
+    last = LastCheckpoint(tmp_path / "ckpt", every_n_train_steps=1)
+    guard = DivergenceGuard(max_loss_ratio=1e3)
+    # One batch per epoch: LastCheckpoint saves at every epoch end (where a resume is exact).
+    trainer = _trainer(tmp_path, [guard, last], max_steps=50, limit_train_batches=1)
+    with pytest.raises(DivergenceError, match=r"exploded .* Start a new run \(run_id=<new name>\)") as error:
+        trainer.fit(_HugeStepModel())
+    bad_step = trainer.global_step
+    saved = torch.load(tmp_path / "ckpt" / "last.ckpt", weights_only=True)
+    assert saved["global_step"] < bad_step, "last.ckpt holds a state from before the divergence"
+    assert "rolled back" in str(error.value)
+    first = guard.first_loss
+    model = _HugeStepModel()
+    model.load_state_dict(saved["state_dict"])
+    batch = next(iter(model.train_dataloader()))
+    assert model.training_step(batch, 0)["loss"].item() <= 1e3 * first
 
 
 class _PlottingModel(BoringModel):

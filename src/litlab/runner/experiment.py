@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from omegaconf import DictConfig, OmegaConf
 
 from litlab.core.errors import ConfigError, LitlabError
+from litlab.runner.console import quiet_third_party
 from litlab.runner.launch import is_rank_zero, slurm_restarted
 from litlab.runner.run_folder import RunLock, check_not_taken, clean_stale_temporaries
 from litlab.runner.validate import check_config
@@ -68,11 +69,14 @@ def _as_int(value: Any) -> int:
 
 @contextmanager
 def open_run(cfg: DictConfig) -> Iterator[Path]:
-    """Own the run folder for the job's life: refuse a taken folder, lock it, record the run, seed.
+    """Own the run folder for the job's life: refuse a taken folder, lock it, clean it, seed, print.
 
-    Only rank 0 checks, locks and writes; the lock is released when the job ends (or the process dies).
+    Only rank 0 checks and locks; the lock is released when the job ends (or the process dies). Nothing
+    is recorded yet: ``record_run`` writes the record once data, model and Trainer are built, so a run
+    that cannot start leaves only its log (with the traceback) behind.
     """
     check_config(cfg)
+    quiet_third_party()
     folder = Path(cfg.paths.output_dir)
     lock = None
     if is_rank_zero():
@@ -82,19 +86,22 @@ def open_run(cfg: DictConfig) -> Iterator[Path]:
             log.info("removed %s, left by an interrupted write", path)
     try:
         _seed_and_configure(cfg)
-        if is_rank_zero():
-            if cfg.extras.get("print_config"):
-                from litlab.runner.printing import print_config_tree
+        if is_rank_zero() and cfg.extras.get("print_config"):
+            from litlab.runner.printing import print_config_tree
 
-                print_config_tree(cfg)
-            if cfg.extras.get("write_run_record"):
-                from litlab.runner.run_record import write_run_record
-
-                write_run_record(cfg, folder)
+            print_config_tree(cfg)
         yield folder
     finally:
         if lock is not None:
             lock.release()
+
+
+def record_run(cfg: DictConfig, folder: Path) -> None:
+    """Write (or, on a resumed leg, extend) the run record: command, git state, resolved config."""
+    if is_rank_zero() and cfg.extras.get("write_run_record"):
+        from litlab.runner.run_record import write_run_record
+
+        write_run_record(cfg, folder)
 
 
 def _seed_and_configure(cfg: DictConfig) -> None:
@@ -246,6 +253,17 @@ def check_checkpoint(path: str | Path, key: str = "ckpt_path") -> dict[str, Any]
     if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
         raise ConfigError(f"{key}={path} has no state_dict; it is not a Lightning checkpoint")
     return checkpoint
+
+
+def forget_metrics_after(trainer: L.Trainer, step: int) -> None:
+    """Drop the CSV rows an interrupted leg logged after the checkpoint this leg resumes from."""
+    from litlab.loggers import ResumableCSVLogger
+
+    for logger in trainer.loggers:
+        if isinstance(logger, ResumableCSVLogger) and trainer.is_global_zero:
+            dropped = logger.forget_after(step)
+            if dropped:
+                log.info("metrics.csv: dropped %d rows logged after step %d by the interrupted leg", dropped, step)
 
 
 def check_checkpoint_fits(checkpoint: dict[str, Any], model: L.LightningModule, key: str) -> None:

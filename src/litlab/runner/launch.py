@@ -166,6 +166,6 @@ def precheck(config_name: str, args: Sequence[str]) -> None:
     with open_dict(cfg):
         cfg.hydra.runtime.output_dir = str(folder / "0" if multirun else folder)
         cfg.hydra.job.num = 0
-    for section in ("data", "model", "task"):
+    for section in ("data", "model", "task", "trainer"):
         if section in cfg:
             check_arguments(OmegaConf.to_container(cfg[section], resolve=True), section)

@@ -7,11 +7,13 @@ keys and values with its signature (unknown argument, wrong type, value outside 
 
 from __future__ import annotations
 
+import difflib
 import inspect
+import os
 import types
 import typing
 from collections.abc import Callable, Mapping
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -22,6 +24,8 @@ from litlab.runner.run_folder import check_run_id
 CPU_PRECISIONS = {"32", "32-true", "64", "64-true", "bf16", "bf16-mixed", "bf16-true", "transformer-engine"}
 GPU_ONLY_PRECISIONS = {"16", "16-mixed", "16-true"}
 DATA_PATH_KEYS = ("root",)
+# Annotated types that libraries build from a config string themselves.
+BUILT_FROM_TEXT = (Path, PurePath, os.PathLike)
 
 
 def _select(cfg: DictConfig, key: str) -> Any:
@@ -109,9 +113,11 @@ def check_paths_exist(cfg: DictConfig) -> None:
     test_ckpt = _select(cfg, "test_ckpt")
     if test_ckpt not in (None, "best", "last") and not Path(str(test_ckpt)).is_file():
         raise ConfigError(f"test_ckpt={test_ckpt} must be best, last, null or an existing checkpoint file")
-    if "ckpt_path" in cfg:
+    if "ckpt_path" in list(cfg):  # (`in cfg` is False for a missing "???" value)
         ckpt = _select(cfg, "ckpt_path")
-        if ckpt is None or not Path(str(ckpt)).is_file():
+        if ckpt is None:
+            raise ConfigError("ckpt_path is required: ckpt_path=<a .ckpt file from a run's checkpoints/>")
+        if not Path(str(ckpt)).is_file():
             raise ConfigError(
                 f"ckpt_path={ckpt} does not exist; give a .ckpt file from a run's checkpoints/ folder"
             )
@@ -172,8 +178,10 @@ def _check_call(target: str, node: Mapping[str, Any], where: str) -> None:
         if key not in params:
             if takes_kwargs:
                 continue
-            names = ", ".join(p for p in params if p != "self") or "none"
-            raise ConfigError(f"{where}.{key} is not an argument of {target}; its arguments are: {names}")
+            names = [p for p in params if p != "self"]
+            close = difflib.get_close_matches(str(key), names, n=3)
+            hint = f"did you mean {', '.join(close)}?" if close else f"its arguments are: {', '.join(names)}"
+            raise ConfigError(f"{where}.{key} is not an argument of {target}; {hint}")
         hint = hints.get(key)
         if hint is not None and not _matches(value, hint):
             raise ConfigError(
@@ -206,7 +214,11 @@ def _matches(value: Any, hint: Any) -> bool:
         return isinstance(value, int | float) and not isinstance(value, bool)
     if hint is str:
         return isinstance(value, str)
-    return value is not None
+    if value is None:
+        return False
+    if inspect.isclass(hint) and isinstance(value, bool | int | float | str) and hint not in BUILT_FROM_TEXT:
+        return isinstance(value, hint)  # a plain number or text cannot be, e.g., a Tensor or a Module
+    return True
 
 
 def _optional(hint: Any) -> bool:

@@ -1,0 +1,93 @@
+"""Stop a run that diverges, before a bad state can become the checkpoint a resume starts from."""
+
+from __future__ import annotations
+
+import math
+
+import lightning as L
+import torch
+
+from litlab.core.errors import LitlabError
+
+
+class DivergenceError(LitlabError):
+    """The training loss or the weights became non-finite, or the loss exploded."""
+
+
+class DivergenceGuard(L.Callback):
+    """Raise :class:`DivergenceError` when training diverges; keep the last checkpoint from before it.
+
+    Checked every ``check_every_n_steps`` steps: the loss before its backward pass (NaN/Inf, or above
+    ``max_loss_ratio`` times the first loss), and after the optimizer step the weights and the
+    optimizer state (NaN/Inf). Raising skips every later save; if ``last.ckpt`` was written from the
+    weights that produced the bad loss, it is rolled back to the previous one (``LastCheckpoint`` keeps it).
+    """
+
+    def __init__(self, check_every_n_steps: int = 1, max_loss_ratio: float | None = 1e6) -> None:
+        if check_every_n_steps < 1:
+            raise ValueError(f"check_every_n_steps must be >= 1, got {check_every_n_steps}")
+        self.check_every_n_steps = check_every_n_steps
+        self.max_loss_ratio = max_loss_ratio
+        self.first_loss: float | None = None
+
+    def state_dict(self) -> dict[str, float | None]:
+        return {"first_loss": self.first_loss}
+
+    def load_state_dict(self, state_dict: dict[str, float | None]) -> None:
+        self.first_loss = state_dict.get("first_loss")
+
+    def on_before_backward(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, loss: torch.Tensor
+    ) -> None:
+        if trainer.global_step % self.check_every_n_steps:
+            return
+        value = loss.detach().float().item()
+        if not math.isfinite(value):
+            self._fail(trainer, f"the training loss became {value}")
+        if self.first_loss is None:
+            self.first_loss = abs(value)
+        limit = None if self.max_loss_ratio is None else self.max_loss_ratio * max(self.first_loss, 1e-12)
+        if limit is not None and abs(value) > limit:
+            self._fail(
+                trainer,
+                f"the training loss exploded to {value:.3g} (more than {self.max_loss_ratio:g} x the first "
+                f"loss {self.first_loss:.3g}; callbacks.divergence_guard.max_loss_ratio sets the limit)",
+            )
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: object, batch: object, batch_idx: int
+    ) -> None:
+        if trainer.global_step % self.check_every_n_steps:
+            return
+        if not _all_finite(pl_module.parameters()):
+            self._fail(trainer, "the weights became non-finite after the optimizer step")
+        for optimizer in trainer.optimizers:
+            states = (v for s in optimizer.state.values() for v in s.values() if isinstance(v, torch.Tensor))
+            if not _all_finite(states):
+                self._fail(trainer, "the optimizer state became non-finite")
+
+    def _fail(self, trainer: L.Trainer, what: str) -> None:
+        rolled_back = any(_roll_back(callback, trainer.global_step) for callback in trainer.callbacks)
+        paths = [getattr(callback, "last_model_path", "") for callback in trainer.checkpoint_callbacks]
+        last = next((path for path in paths if path), "")
+        kept = (
+            f"The last checkpoint from before it is kept: {last}." if last else "No checkpoint was written."
+        )
+        raise DivergenceError(
+            f"training diverged at epoch {trainer.current_epoch}, step {trainer.global_step}: {what}. "
+            f"{kept}{' (rolled back one save)' if rolled_back else ''} Start a new run (run_id=<new name>) "
+            "with a lower learning rate (e.g. model.optimizer.lr=<a tenth>) or gradient clipping "
+            "(trainer.gradient_clip_val=1.0); resuming restores the same learning rate."
+        )
+
+
+def _all_finite(tensors: object) -> bool:
+    values = [t.detach() for t in tensors if t.is_floating_point()]  # type: ignore[attr-defined]
+    if not values:
+        return True
+    return bool(torch.stack([torch.isfinite(v).all() for v in values]).all())
+
+
+def _roll_back(callback: object, bad_step: int) -> bool:
+    roll_back = getattr(callback, "roll_back", None)
+    return bool(roll_back(bad_step)) if callable(roll_back) else False
