@@ -63,6 +63,26 @@ class TensorBatchDataset(Dataset):
         return tuple(t[index] for t in self.tensors)
 
 
+class RepeatedDataset(Dataset):
+    """``dataset`` seen ``repeats`` times in a row (item ``i`` is ``dataset[i % len(dataset)]``).
+
+    A full-batch epoch of ``repeats`` identical steps: Lightning's fixed cost per epoch (hooks, logging,
+    re-iterating the loader) is then paid once per ``repeats`` steps instead of once per step.
+    """
+
+    def __init__(self, dataset: Dataset, repeats: int) -> None:
+        if repeats < 1:
+            raise ValueError(f"repeats must be >= 1, got {repeats}")
+        self.dataset, self.repeats = dataset, repeats
+
+    def __len__(self) -> int:
+        return len(self.dataset) * self.repeats
+
+    def __getitems__(self, indices: Sequence[int]) -> object:
+        n = len(self.dataset)
+        return self.dataset.__getitems__([i % n for i in indices])
+
+
 def batch_collate(batch: object) -> object:
     """The DataLoader ``collate_fn`` for datasets whose ``__getitems__`` already returns a whole batch."""
     return batch
@@ -106,19 +126,38 @@ class RegressionDataModule(GlobalBatchDataModule):
 
     ``batch_size=None`` means full batch (``n_train``); ``eval_batch_size=None`` puts each whole
     evaluation set in one batch per process. Only mini-batches (batch < n_train) are shuffled, seeded.
+    ``steps_per_epoch`` (full batch only) makes one epoch that many identical full-batch steps, so an
+    experiment of N steps runs as N / steps_per_epoch epochs at a fraction of Lightning's per-epoch cost.
     """
 
     def __init__(
-        self, n_train: int, batch_size: int | None, eval_batch_size: int | None, seed: int, num_workers: int
+        self,
+        n_train: int,
+        batch_size: int | None,
+        eval_batch_size: int | None,
+        seed: int,
+        num_workers: int,
+        steps_per_epoch: int = 1,
     ) -> None:
         super().__init__(n_train if batch_size is None else batch_size, num_workers)
+        if steps_per_epoch < 1 or (steps_per_epoch > 1 and self.batch_size < n_train):
+            raise ValueError(
+                f"steps_per_epoch={steps_per_epoch} must be >= 1, and > 1 only for full batches "
+                "(batch_size=null)"
+            )
         self.n_train = n_train
         self.eval_batch_size = eval_batch_size
         self.seed = seed
+        self.steps_per_epoch = steps_per_epoch
 
     def train_dataloader(self) -> DataLoader:
         shuffle = self.batch_size < self.n_train
-        return batch_loader(self.train_set, self.per_device_batch_size, shuffle, self.seed, self.num_workers)
+        dataset = (
+            self.train_set
+            if self.steps_per_epoch == 1
+            else RepeatedDataset(self.train_set, self.steps_per_epoch)
+        )
+        return batch_loader(dataset, self.per_device_batch_size, shuffle, self.seed, self.num_workers)
 
     def _eval_loader(self, dataset: Dataset) -> DataLoader:
         size = len(dataset) if self.eval_batch_size is None else self.eval_batch_size

@@ -28,6 +28,7 @@ from lightning.fabric.loggers import Logger as FabricLogger
 from lightning.fabric.utilities.rank_zero import rank_zero_only
 
 from litlab.core.errors import LitlabError
+from litlab.core.machine import skip_gpu_probe_on_cpu_machines
 
 # Trainer keys the Fitter takes from a ``trainer=`` config; the loop keys (max_epochs, callbacks ...) are
 # the task's to choose.
@@ -149,6 +150,7 @@ class Fitter:
     def fabric(self) -> L.Fabric:
         """The Fabric of this Fitter, launched (processes started) on first use."""
         if self._fabric is None:
+            skip_gpu_probe_on_cpu_machines()
             fabric = L.Fabric(**self.settings, loggers=[_MetricCollector()])
             fabric.launch()
             self._fabric = fabric

@@ -29,14 +29,19 @@ class ResumableCSVLogger(CSVLogger):
     """
 
     def forget_after(self, step: int) -> int:
-        """Drop rows logged after optimizer step ``step``; returns how many were dropped."""
+        """Drop rows logged once ``step`` optimizer steps were done (the resumed leg logs them again).
+
+        Lightning stamps a row with the number of steps done when it is logged; a checkpoint taken after
+        ``step`` steps precedes every row stamped ``step`` (epoch-end rows carry the epoch's last step).
+        Returns how many rows were dropped.
+        """
         path = Path(self.log_dir) / ExperimentWriter.NAME_METRICS_FILE
         if not path.is_file():
             return 0
         with open(path, newline="") as handle:
             reader = csv.DictReader(handle)
             fields, rows = reader.fieldnames or [], list(reader)
-        kept = [row for row in rows if not row.get("step") or int(float(row["step"])) <= step]
+        kept = [row for row in rows if not row.get("step") or int(float(row["step"])) < step]
         if len(kept) == len(rows):
             return 0
         tmp = path.with_suffix(".csv.tmp")

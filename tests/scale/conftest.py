@@ -3,23 +3,18 @@
 from __future__ import annotations
 
 import csv
-import getpass
 import json
 import os
-import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
 
 from tests.conftest import BIN, run_cli
-
-REPO = Path(__file__).resolve().parents[2]
-CLUSTER = REPO / "scripts" / "slurm" / "cluster.sh"
 
 # The workload every scale test runs: experiment=kan/function_fit made small and deterministic
 # (one thread, no plots, no progress bar), 600 full-batch steps with last.ckpt every 50 of them.
@@ -107,55 +102,6 @@ def reference_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     result = run_cli(["litlab-train", *WORKLOAD, *EPOCHS, "run_id=reference"], cwd, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     return cwd / RUNS / "reference"
-
-
-def _cluster_up(conf: Path) -> bool:
-    if not conf.exists() or shutil.which("sinfo") is None:
-        return False
-    probe = subprocess.run(
-        ["sinfo", "-h", "-N", "-o", "%N %T"],
-        capture_output=True,
-        text=True,
-        timeout=20,
-        env={**os.environ, "SLURM_CONF": str(conf)},
-    )
-    states = dict(line.split() for line in probe.stdout.splitlines() if len(line.split()) == 2)
-    return probe.returncode == 0 and all(
-        states.get(n, "").startswith(("idle", "mix", "alloc")) for n in ("n1", "n2")
-    )
-
-
-@pytest.fixture(scope="session")
-def slurm_cluster() -> Iterator[dict[str, str]]:
-    """``{"SLURM_CONF": ...}`` of the two-node cluster: the one CI started, or one started here.
-
-    Skips (with the reason) only where slurm cannot be installed or started: not root, no apt-get,
-    no packages. With LITLAB_REQUIRE_SLURM=1 (set by .ci/run) those fail instead.
-    """
-    state = Path(os.environ.get("LITLAB_SLURM_DIR", "/tmp/litlab-slurm"))
-    conf = state / "slurm.conf"
-    env = {"SLURM_CONF": str(conf)}
-    if _cluster_up(conf):
-        yield env
-        return
-    started = subprocess.run(["bash", str(CLUSTER), "start"], capture_output=True, text=True, timeout=900)
-    if started.returncode != 0:
-        reason = f"no SLURM cluster: scripts/slurm/cluster.sh start failed: {started.stderr.strip()[-600:]}"
-        if os.environ.get("LITLAB_REQUIRE_SLURM") == "1":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    try:
-        yield env
-    finally:
-        subprocess.run(["bash", str(CLUSTER), "stop"], capture_output=True, timeout=120)
-
-
-@pytest.fixture
-def slurm(slurm_cluster: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
-    """The cluster for one test; cancels whatever that test left queued or running."""
-    monkeypatch.setenv("SLURM_CONF", slurm_cluster["SLURM_CONF"])
-    yield slurm_cluster
-    subprocess.run(["scancel", "--user", getpass.getuser()], capture_output=True, timeout=30)
 
 
 def stop(process: subprocess.Popen, timeout: float) -> int:

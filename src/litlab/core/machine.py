@@ -27,3 +27,18 @@ def machine_info() -> dict[str, str | int]:
         "python_version": platform.python_version(),
         "torch_version": torch.__version__,
     }
+
+
+def skip_gpu_probe_on_cpu_machines() -> None:
+    """Stop torch from probing NVML at every optimizer step when the machine has no GPU.
+
+    Lightning sets ``PYTORCH_NVML_BASED_CUDA_CHECK=1`` (so that checking for CUDA cannot break a later
+    fork); torch's optimizers then ask NVML for the device count at every ``step`` (a ``dlopen``, about
+    0.2 ms). Where NVML sees no GPU there is nothing to protect, so the variable is removed.
+    """
+    if os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK") != "1":
+        return
+    import torch
+
+    if torch.cuda.device_count() == 0:
+        del os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"]

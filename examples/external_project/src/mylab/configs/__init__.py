@@ -1,0 +1,1 @@
+"""mylab's Hydra configs, registered with litlab under the ``litlab.configs`` entry point."""
