@@ -125,3 +125,11 @@ def test_eval_rejects_corrupt_and_foreign_checkpoints(tmp_path: Path) -> None:
     result = run_cli(["litlab-eval", *FAST[1:], f"ckpt_path={ckpt}", "model.net.width=16"], tmp_path)
     assert result.returncode == 2
     assert "does not fit this model" in result.stderr
+
+
+def test_a_failure_leaves_its_traceback_in_the_run_log(tmp_path: Path) -> None:
+    result = run_cli(["litlab-train", *FAST, "model.net.depth=-1", "run_id=broken"], tmp_path)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    log = (tmp_path / "outputs" / "kan" / "function_fit" / "broken" / "train.log").read_text()
+    assert "Traceback (most recent call last)" in log and "need depth >= 0" in log
+    assert not (tmp_path / "outputs" / "kan" / "function_fit" / "broken" / "config_resolved.yaml").exists()
