@@ -12,8 +12,8 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.demos.boring_classes import BoringModel
 
 from litlab.callbacks.checkpoint_io import AtomicCheckpointIO
-from litlab.callbacks.figures import FigureCallback
 from litlab.callbacks.divergence import DivergenceError, DivergenceGuard
+from litlab.callbacks.figures import FigureCallback
 from litlab.callbacks.last_checkpoint import LastCheckpoint
 
 

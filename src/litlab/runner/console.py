@@ -21,7 +21,13 @@ SILENCED_WARNINGS = (
     (r"The '\w+_dataloader' does not have many workers which may be a bottleneck", r"lightning"),
 )
 # Lightning info lines that are advertising or restate the config.
-SILENCED_INFO_PREFIXES = ("💡 Tip", "GPU available", "TPU available", "HPU available", "`Trainer.fit` stopped")
+SILENCED_INFO_PREFIXES = (
+    "💡 Tip",
+    "GPU available",
+    "TPU available",
+    "HPU available",
+    "`Trainer.fit` stopped",
+)
 LIGHTNING_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero")
 
 

@@ -266,7 +266,9 @@ def forget_metrics_after(trainer: L.Trainer, step: int) -> None:
         if isinstance(logger, ResumableCSVLogger) and trainer.is_global_zero:
             dropped = logger.forget_after(step)
             if dropped:
-                log.info("metrics.csv: dropped %d rows logged after step %d by the interrupted leg", dropped, step)
+                log.info(
+                    "metrics.csv: dropped %d rows logged after step %d by the interrupted leg", dropped, step
+                )
 
 
 def check_checkpoint_fits(checkpoint: dict[str, Any], model: L.LightningModule, key: str) -> None:
