@@ -113,6 +113,14 @@ def _compose(app: str, overrides: list[str]) -> None:
 
 
 CASES = documented_commands() + header_overrides()
+EXAMPLE = REPO / "examples" / "external_project" / "src"
+
+
+@pytest.fixture(autouse=True)
+def _example_project_on_the_search_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's "your own experiments" commands name the example project's configs."""
+    monkeypatch.setenv("LITLAB_CONFIG_PATH", str(EXAMPLE / "mylab" / "configs"))
+    monkeypatch.syspath_prepend(str(EXAMPLE))
 
 
 def test_the_docs_quote_many_commands() -> None:
