@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 from litlab.core.machine import cpu_model
+from litlab.fitting import Fitter
 from litlab.methods.symspace.benchmark import run_case
 from litlab.methods.symspace.module import VAE, CartanFM
 
@@ -72,6 +73,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
     frame, _, _ = run_case(
+        Fitter(),
         models(args.lr, args.width, args.models.split(","), args.decoder),
         {"split": args.split, "case": args.case, "grid": GRIDS[args.grid], "batch_size": args.batch},
         [int(s) for s in args.seeds.split(",")],

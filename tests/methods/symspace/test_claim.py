@@ -22,6 +22,7 @@ import pytest
 import torch
 
 from litlab.datamodules.sprites import SpritesDataModule
+from litlab.fitting import Fitter
 from litlab.methods.symspace.benchmark import fit, k_share, split_tensors
 from litlab.methods.symspace.lie import cartan_orthogonality
 from litlab.methods.symspace.module import CartanFM
@@ -49,7 +50,7 @@ def test_cartan_terms_shape_the_latent_algebra(tmp_path, monkeypatch) -> None:
         torch.manual_seed(0)
         adam = partial(torch.optim.Adam, lr=2e-3)
         model = CartanFM(adam, image_shape=(1, 16, 16), unet_width=8, **PAPER_DECODER, **weights)
-        measured[name] = structure(fit(model, data, max_steps=150, seed=0), held_out)
+        measured[name] = structure(fit(Fitter(), model, data, max_steps=150, seed=0), held_out)
     print(measured)
     (penalty, share), (base_penalty, base_share) = measured["cartanfm"], measured["fm_only"]
     assert penalty < 0.5 * base_penalty, measured

@@ -12,7 +12,6 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-import lightning as L
 import matplotlib.pyplot as plt
 import pandas as pd
 import torch
@@ -21,6 +20,7 @@ from rich.progress import track
 from litlab.core.figures import save_figure
 from litlab.core.results import TaskOutput
 from litlab.datamodules.sprites import FACTORS, SpritesDataModule, recombination_mask
+from litlab.fitting import Fitter
 from litlab.methods.symspace.classifier import FactorClassifier, factor_accuracy, train_factor_classifier
 from litlab.methods.symspace.lie import cartan_orthogonality, cartan_residuals
 from litlab.methods.symspace.module import CartanFM, ReconstructionModule, reconstruction_errors
@@ -31,23 +31,10 @@ ModuleFactory = Callable[..., ReconstructionModule]
 
 
 def fit(
-    module: ReconstructionModule, data: SpritesDataModule, max_steps: int, seed: int
+    fitter: Fitter, module: ReconstructionModule, data: SpritesDataModule, max_steps: int, seed: int
 ) -> ReconstructionModule:
-    """Train ``module`` on ``data``'s training split for ``max_steps`` steps (seeded, no validation)."""
-    L.seed_everything(seed, verbose=False)
-    trainer = L.Trainer(
-        max_steps=max_steps,
-        max_epochs=-1,
-        accelerator="auto",
-        devices=1,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        limit_val_batches=0,
-        num_sanity_val_steps=0,
-    )
-    trainer.fit(module, datamodule=data)
+    """Train ``module`` on the set-up ``data``'s training split for ``max_steps`` seeded steps."""
+    fitter.fit(module, data.train_dataloader(), max_steps=max_steps, seed=seed)
     return module.eval()
 
 
@@ -129,14 +116,15 @@ def classifier_on_data(data: SpritesDataModule, classifier: FactorClassifier) ->
     return results
 
 
-def full_grid_classifier(data: SpritesDataModule, epochs: int, seed: int) -> FactorClassifier:
+def full_grid_classifier(fitter: Fitter, data: SpritesDataModule, epochs: int, seed: int) -> FactorClassifier:
     """A factor classifier on every image of ``data`` (train, val and held-out): for scoring only."""
     parts = [split_tensors(data, name) for name in ("train", "val", "test")]
     images, factors = torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
-    return train_factor_classifier(images, factors, data.sizes, epochs=epochs, seed=seed)
+    return train_factor_classifier(fitter, images, factors, data.sizes, epochs=epochs, seed=seed)
 
 
 def run_case(
+    fitter: Fitter,
     models: dict[str, ModuleFactory],
     data_kwargs: dict,
     seeds: list[int],
@@ -146,7 +134,9 @@ def run_case(
     """Train and score every model × seed on one split; rows of scores, and held-out recons of seed 0."""
     data = SpritesDataModule(**data_kwargs)
     data.setup()
-    classifier = full_grid_classifier(data, classifier_epochs, seeds[0]) if classifier_epochs else None
+    classifier = None
+    if classifier_epochs:
+        classifier = full_grid_classifier(fitter, data, classifier_epochs, seeds[0])
     image_shape = data.image_shape
     rows, examples = [], {}
     if classifier is not None:
@@ -156,7 +146,7 @@ def run_case(
     jobs = [(name, seed) for seed in seeds for name in models]
     for name, seed in track(jobs, description=f"{data.split} case {data.case}"):
         torch.manual_seed(seed)
-        module = fit(models[name](image_shape=image_shape), data, max_steps, seed)
+        module = fit(fitter, models[name](image_shape=image_shape), data, max_steps, seed)
         results, recon = score(module, data, classifier)
         rows.append({"split": data.split, "case": data.case, "model": name, "seed": seed, **results})
         if seed == seeds[0]:
@@ -199,7 +189,12 @@ def symspace_benchmark(
     frames = []
     for case in cases:
         frame, examples, datamodule = run_case(
-            models, {**(data or {}), "split": split, "case": case}, list(seeds), max_steps, classifier_epochs
+            ctx.fitter,
+            models,
+            {**(data or {}), "split": split, "case": case},
+            list(seeds),
+            max_steps,
+            classifier_epochs,
         )
         frames.append(frame)
         originals, _ = split_tensors(datamodule, "test")

@@ -7,10 +7,13 @@ pixel error is moderate.
 
 from __future__ import annotations
 
+import lightning as L
 import torch
 from torch import nn
 from torch.nn import functional as F
 
+from litlab.datamodules.base import TensorBatchDataset, batch_loader
+from litlab.fitting import Fitter
 from litlab.methods.symspace.networks import conv_trunk
 
 
@@ -31,22 +34,35 @@ class FactorClassifier(nn.Module):
         return [head(h) for head in self.heads]
 
 
+class ClassifierFit(L.LightningModule):
+    """What the Fitter trains: the summed cross-entropy of every factor head, Adam at ``lr``."""
+
+    def __init__(self, classifier: FactorClassifier, lr: float = 2e-3) -> None:
+        super().__init__()
+        self.classifier, self.lr = classifier, lr
+
+    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        images, factors = batch
+        return sum(F.cross_entropy(lg, factors[:, j]) for j, lg in enumerate(self.classifier(images)))
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.Adam(self.parameters(), lr=self.lr)
+
+
 def train_factor_classifier(
-    images: torch.Tensor, factors: torch.Tensor, sizes: tuple[int, ...], epochs: int = 10, seed: int = 0
+    fitter: Fitter,
+    images: torch.Tensor,
+    factors: torch.Tensor,
+    sizes: tuple[int, ...],
+    epochs: int = 10,
+    seed: int = 0,
 ) -> FactorClassifier:
-    """Fit a FactorClassifier on images (n, C, H, W) in [0, 1] and factor indices (n, f) with Adam."""
-    generator = torch.Generator().manual_seed(seed)
+    """Fit a FactorClassifier on images (n, C, H, W) in [0, 1] and factor indices (n, f); Adam, batch 128."""
     torch.manual_seed(seed)
-    model = FactorClassifier(tuple(images.shape[1:]), sizes)
-    optimizer = torch.optim.Adam(model.parameters(), lr=2e-3)
-    for _ in range(epochs):
-        for index in torch.randperm(len(images), generator=generator).split(128):
-            logits = model(images[index])
-            loss = sum(F.cross_entropy(lg, factors[index, j]) for j, lg in enumerate(logits))
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-    return model.eval()
+    classifier = FactorClassifier(tuple(images.shape[1:]), sizes)
+    loader = batch_loader(TensorBatchDataset(images, factors), 128, shuffle=True, seed=seed, num_workers=0)
+    fitter.fit(ClassifierFit(classifier), loader, max_epochs=epochs, seed=seed)
+    return classifier.eval()
 
 
 @torch.no_grad()
