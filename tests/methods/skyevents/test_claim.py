@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from litlab.datamodules.events import FlightConfig, load_sequence
+from litlab.fitting import Fitter
 from litlab.methods.skyevents.gta import estimate_offset_gta, estimate_offset_xcorr
 from litlab.methods.skyevents.study import reconstruct
 
@@ -45,7 +46,7 @@ def test_gta_is_sub_millisecond_and_beats_both_baselines(condition: str) -> None
 def test_aligned_event_supervision_raises_held_out_psnr(condition, setups, better, worse) -> None:
     sequence = load_sequence(FlightConfig(condition=condition, time_offset=0.01))
     gta = estimate_offset_gta(sequence).offset
-    psnr = {s: reconstruct(sequence, s, 120, WEIGHTS, gta_offset=gta)[1]["psnr"] for s in setups}
+    psnr = {s: reconstruct(Fitter(), sequence, s, 120, WEIGHTS, gta_offset=gta)[1]["psnr"] for s in setups}
     print(condition, {k: round(v, 2) for k, v in psnr.items()})
     for other in worse:
         assert psnr[better] > psnr[other] + 0.3, (

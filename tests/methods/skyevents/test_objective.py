@@ -6,8 +6,10 @@ import pytest
 import torch
 
 from litlab.datamodules.events import FlightConfig, load_sequence
+from litlab.fitting import Fitter
+from litlab.methods.skyevents.fitting import fit
 from litlab.methods.skyevents.module import EventReconstructor
-from litlab.methods.skyevents.objective import EventReconstruction, fit
+from litlab.methods.skyevents.objective import EventReconstruction
 from litlab.methods.skyevents.study import held_out
 
 SMALL = {"seed": 5, "condition": "low_light", "duration": 0.4, "time_offset": 0.007}
@@ -26,7 +28,7 @@ def test_each_setup_trains_and_lowers_its_loss(sequence, event_loss: str) -> Non
     train, test = held_out(sequence)
     before = objective.evaluate(sequence, test)["psnr"]
     rgb_before = float(objective.losses(sequence, train)["rgb"])
-    history = fit(objective, sequence, train, steps=25)
+    history = fit(Fitter(), objective, sequence, train, steps=25)
     losses = objective.losses(sequence, train)
     assert set(losses) == ({"rgb", "total"} if event_loss == "none" else {"rgb", "event", "total"})
     assert float(losses["rgb"]) < 0.7 * rgb_before and history[-1] < history[0]

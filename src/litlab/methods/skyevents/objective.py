@@ -123,27 +123,3 @@ class EventReconstruction(nn.Module):
             "psnr": peak_signal_noise_ratio(pred, target, data_range=1.0),
             "ssim": structural_similarity_index_measure(pred, target, data_range=1.0),
         }
-
-
-def fit(
-    objective: EventReconstruction,
-    sequence: UAVSequence,
-    train_index: torch.Tensor,
-    steps: int,
-    lr: float = 0.1,
-    batch_size: int = 8,
-    seed: int = 0,
-) -> list[float]:
-    """Adam on ``objective`` for ``steps`` random batches of ``train_index``; returns the total losses."""
-    generator = torch.Generator().manual_seed(seed)
-    torch.manual_seed(seed)
-    optimizer = torch.optim.Adam(objective.parameters(), lr=lr)
-    history = []
-    for _ in range(steps):
-        batch = train_index[torch.randperm(len(train_index), generator=generator)[:batch_size]]
-        loss = objective.losses(sequence, batch)["total"]
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        history.append(float(loss.detach()))
-    return history

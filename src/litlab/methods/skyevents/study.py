@@ -13,8 +13,10 @@ from rich.progress import track
 from litlab.core.figures import save_figure
 from litlab.core.results import TaskOutput
 from litlab.datamodules.events import FlightConfig, UAVSequence, load_sequence
+from litlab.fitting import Fitter
+from litlab.methods.skyevents.fitting import fit
 from litlab.methods.skyevents.gta import estimate_offset_gta, estimate_offset_xcorr
-from litlab.methods.skyevents.objective import EventReconstruction, fit
+from litlab.methods.skyevents.objective import EventReconstruction
 from litlab.task import TaskContext
 
 # setup: (event loss, which offset); the table of the paper note's "Test 2"
@@ -64,6 +66,7 @@ def gta_table(
 
 
 def reconstruct(
+    fitter: Fitter,
     sequence: UAVSequence,
     setup: str,
     steps: int,
@@ -82,12 +85,13 @@ def reconstruct(
     objective = EventReconstruction(event_loss=loss, event_weight=event_weights.get(loss, 0.0))
     objective.build(sequence, offset)
     train, test = held_out(sequence)
-    fit(objective, sequence, train, steps, seed=seed)
+    fit(fitter, objective, sequence, train, steps, seed=seed)
     metrics = {k: float(v) for k, v in objective.evaluate(sequence, test).items()}
     return objective, {**metrics, "offset_ms": 1e3 * offset}
 
 
 def reconstruction_table(
+    fitter: Fitter,
     conditions: Sequence[str],
     setups: Sequence[str],
     seeds: Sequence[int],
@@ -104,7 +108,7 @@ def reconstruction_table(
             renders = {}
             gta = estimate_offset_gta(sequence).offset
             for setup in track(setups, description=f"{condition} seed {seed}"):
-                objective, metrics = reconstruct(sequence, setup, steps, event_weights, seed, gta)
+                objective, metrics = reconstruct(fitter, sequence, setup, steps, event_weights, seed, gta)
                 rows.append({"condition": condition, "seed": seed, "setup": setup, **metrics})
                 renders[setup] = objective
             if grid_dir is not None and seed == seeds[0]:
@@ -154,6 +158,7 @@ def skyevents_study(
     weights = dict(event_weights or {"full": 0.006, "rer": 0.0003})
     gta = gta_table(conditions, offsets, seeds, flight)
     recon = reconstruction_table(
+        ctx.fitter,
         conditions,
         setups,
         seeds,
