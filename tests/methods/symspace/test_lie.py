@@ -71,6 +71,16 @@ def test_penalties_vanish_on_a_symmetric_pair_and_not_on_random_bases() -> None:
     assert float(cartan_residuals(p, k)["pp"]) > 0.1
 
 
+def test_a_single_basis_has_no_pairs_and_zero_penalty_not_nan() -> None:
+    torch.manual_seed(0)
+    k, p = torch.randn(1, 4, 4, requires_grad=True), torch.randn(1, 4, 4, requires_grad=True)
+    penalties = cartan_orthogonality(k, p)
+    assert float(penalties["kk"]) == 0.0 and float(penalties["pp"]) == 0.0
+    assert torch.isfinite(penalties["kp"]) and float(penalties["kp"]) > 0
+    sum(penalties.values()).backward()
+    assert torch.isfinite(k.grad).all() and torch.isfinite(p.grad).all()
+
+
 def test_residual_is_the_share_outside_the_span() -> None:
     basis = torch.zeros(2, 3, 3, dtype=torch.float64)
     basis[0, 0, 0], basis[1, 1, 1] = 1.0, 1.0

@@ -37,10 +37,15 @@ def cartan_orthogonality(k: torch.Tensor, p: torch.Tensor) -> dict[str, torch.Te
     kp = _pairs(bracket(k, p), distinct=False)
     pp = _pairs(bracket(p, p), distinct=True)
     return {
-        "kk": torch.einsum("sab,lab->sl", kk, p).square().mean(),
-        "kp": torch.einsum("sab,lab->sl", kp, k).square().mean(),
-        "pp": torch.einsum("sab,lab->sl", pp, p).square().mean(),
+        "kk": _mean_square(torch.einsum("sab,lab->sl", kk, p)),
+        "kp": _mean_square(torch.einsum("sab,lab->sl", kp, k)),
+        "pp": _mean_square(torch.einsum("sab,lab->sl", pp, p)),
     }
+
+
+def _mean_square(products: torch.Tensor) -> torch.Tensor:
+    """Mean of the squared products; 0 when there are none (one basis has no distinct pairs)."""
+    return products.square().mean() if products.numel() else products.new_zeros(())
 
 
 def span_residual(vectors: torch.Tensor, basis: torch.Tensor) -> torch.Tensor:
