@@ -55,3 +55,15 @@ def test_module_offset_choices(sequence) -> None:
     objective = EventReconstruction()
     assert EventReconstructor(objective, torch.optim.Adam, offset="true").resolve_offset(sequence) == 0.007
     assert EventReconstructor(objective, torch.optim.Adam, offset=0.002).resolve_offset(sequence) == 0.002
+
+
+def test_psnr_is_the_mean_of_per_view_psnrs(sequence) -> None:
+    objective = EventReconstruction(event_loss="none", event_weight=0.0)
+    objective.build(sequence, 0.0)
+    _, test = held_out(sequence)
+    with torch.no_grad():
+        objective.texture.logits.normal_(generator=torch.Generator().manual_seed(1))
+        pred = objective.render_rgb(sequence, sequence.frame_times[test]).clamp(0, 1)
+    mse = (pred - sequence.sharp_views[test]).square().flatten(1).mean(1)
+    per_view = (10 * torch.log10(1 / mse)).mean()
+    torch.testing.assert_close(objective.evaluate(sequence, test)["psnr"], per_view, rtol=1e-5, atol=1e-5)
