@@ -11,7 +11,7 @@ Both models use the paper's decoder (condition through AdaGN only). With our def
 condition + condition channels) the CFM gradient reaching the bases is much larger and at 150 steps the
 structure terms barely show (penalty ratio ~0.8); see the method README. The paper's headline (held-out
 error below the VAE's) is not asserted: it needs thousands of steps; the measured numbers are in the
-method README (benchmarks/symspace_recombination.py).
+method README (litlab.methods.symspace.recombination, results/symspace/recombination/).
 """
 
 from __future__ import annotations

@@ -5,9 +5,9 @@ same number of Adam steps on the observed combinations of the procedural sprites
 on the held-out combinations and on in-distribution images (BCE and squared error per image, 10 Euler
 steps for flow-matching decoders), with a factor classifier trained on the full grid.
 
-Run:  python benchmarks/symspace_recombination.py --tag ci          (the claim test's setting)
-      python benchmarks/symspace_recombination.py --tag r2r_case0 --grid full --steps 1500 --lr 5e-4
-Writes benchmarks/results/symspace_<tag>.json.
+Run:  python -m litlab.methods.symspace.recombination --tag ci          (the claim test's setting)
+      python -m litlab.methods.symspace.recombination --tag r2r_case0 --grid full --steps 1500 --lr 5e-4
+Writes results/symspace/recombination/<tag>.json (under the working directory; ``--out`` to change).
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from litlab.fitting import Fitter
 from litlab.methods.symspace.benchmark import run_case
 from litlab.methods.symspace.module import VAE, CartanFM
 
-RESULTS = Path(__file__).resolve().parent / "results"
 GRIDS = {
     "ci": {"image_size": 16, "n_scales": 2, "n_orientations": 1, "n_positions": 8},
     "full": {"image_size": 16},
@@ -69,6 +68,7 @@ def main() -> None:
     parser.add_argument("--models", default="vae,fm_only,cartanfm")
     parser.add_argument("--decoder", choices=sorted(DECODERS), default="ours")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=Path("results/symspace/recombination"))
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
@@ -81,15 +81,15 @@ def main() -> None:
         classifier_epochs=20,
     )
     print(frame.round(3).T.to_string())
-    RESULTS.mkdir(exist_ok=True)
+    args.out.mkdir(parents=True, exist_ok=True)
     out = {
-        "settings": vars(args),
+        "settings": {**vars(args), "out": str(args.out)},
         "grid": GRIDS[args.grid],
         "seconds": round(time.perf_counter() - start, 1),
         "machine": cpu_model(),
         "rows": json.loads(frame.to_json(orient="records")),
     }
-    (RESULTS / f"symspace_{args.tag}.json").write_text(json.dumps(out, indent=2))
+    (args.out / f"{args.tag}.json").write_text(json.dumps(out, indent=2))
 
 
 if __name__ == "__main__":
