@@ -21,6 +21,10 @@ OPTIONAL_PACKAGES = {
     "highway_env": "drive",
     "torchdiffeq": "flow",
     "kan": "bench",
+    "interpret": "tpnn",
+    "xgboost": "tpnn",
+    "pymc": "tpnn",
+    "pymc_bart": "tpnn",
 }
 
 

@@ -1,0 +1,1 @@
+"""Bayesian-TPNN (Park et al., ICLR 2026): Bayesian tensor-product networks for the functional ANOVA model."""
