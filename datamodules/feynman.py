@@ -32,6 +32,7 @@ from typing import Literal
 import numpy as np
 import torch
 
+from litlab.core.errors import ConfigError
 from litlab.core.paths import DATA_ROOT_ENV, data_root_candidates
 from litlab.datamodules.base import RegressionDataModule, TensorBatchDataset
 from litlab.datamodules.functions import uniform_grid
@@ -188,15 +189,19 @@ class FeynmanEquation:
     ranges: tuple[tuple[float, float], ...]
 
 
+class MissingFeynmanCSV(ConfigError, FileNotFoundError):
+    """The AI Feynman CSV is in none of the places looked in: both a config error and a missing file."""
+
+
 def feynman_csv_path(root: str | os.PathLike | None = None) -> Path:
     """Where ``FeynmanEquations.csv`` is: ``root`` if given, else ``$LITLAB_DATA_ROOT/feynman``, else
-    the shipped copy; a clear FileNotFoundError if none holds it."""
+    the shipped copy; a clear MissingFeynmanCSV if none holds it."""
     candidates = [Path(root).expanduser()] if root is not None else data_root_candidates("feynman")
     files = [c if c.suffix == ".csv" else c / CSV_NAME for c in candidates]
     for path in files:
         if path.is_file():
             return path
-    raise FileNotFoundError(
+    raise MissingFeynmanCSV(
         f"{CSV_NAME} not found; looked in: {', '.join(str(p) for p in files)}. Set data.root=<folder with "
         f"{CSV_NAME}> or export {DATA_ROOT_ENV}=<data folder with a feynman/ subfolder> (the file is "
         f"published at {CSV_URL})."
@@ -321,6 +326,7 @@ class FeynmanDataModule(RegressionDataModule):
         grid_resolution: points per axis of the paper-mode test grid; ``None`` uses the official rule.
         batch_size: global training batch; ``None`` means full batch, as in the paper.
         root: folder holding ``FeynmanEquations.csv`` (csv mode only); see ``feynman_csv_path``.
+        steps_per_epoch: full batch only: identical full-batch steps per trainer epoch.
     """
 
     def __init__(
@@ -335,6 +341,7 @@ class FeynmanDataModule(RegressionDataModule):
         seed: int = 42,
         root: str | None = None,
         num_workers: int = 0,
+        steps_per_epoch: int = 1,
     ) -> None:
         if mode == "paper":
             self.formula = get_paper_formula(equation)
@@ -346,7 +353,7 @@ class FeynmanDataModule(RegressionDataModule):
             raise ValueError(f"mode must be 'paper' or 'csv', got {mode!r}")
         if n_train <= 0 or n_test <= 0:
             raise ValueError(f"n_train and n_test must be positive, got {n_train} and {n_test}")
-        super().__init__(n_train, batch_size, eval_batch_size, seed, num_workers)
+        super().__init__(n_train, batch_size, eval_batch_size, seed, num_workers, steps_per_epoch)
         self.equation, self.mode = equation, mode
         self.n_test = n_test
         self.grid_resolution = grid_resolution
@@ -356,6 +363,10 @@ class FeynmanDataModule(RegressionDataModule):
     def input_dim(self) -> int:
         """Number of inputs d of the equation (the model's ``n_in``)."""
         return len(self.formula.variables)
+
+    def data_spec(self) -> dict[str, int]:
+        """What a model needs before training: the equation's d inputs and 1 output."""
+        return {"n_in": self.input_dim, "n_out": 1}
 
     def _targets(self, x: torch.Tensor, what: str) -> torch.Tensor:
         y = self.formula(x.double().numpy())

@@ -120,6 +120,8 @@ class FunctionFitDataModule(RegressionDataModule):
         batch_size: the global training batch; ``None`` means full batch (``n_train``), as in the paper.
         eval_batch_size: global batch for val/test; ``None`` puts each whole set in one batch.
         seed: seeds the sample and the shuffling of mini-batches.
+        steps_per_epoch: full batch only: identical full-batch steps per epoch (the paper's N epochs are
+            N / steps_per_epoch trainer epochs; Lightning's per-epoch cost is paid once per epoch).
     """
 
     def __init__(
@@ -132,14 +134,19 @@ class FunctionFitDataModule(RegressionDataModule):
         eval_batch_size: int | None = None,
         seed: int = 42,
         num_workers: int = 0,
+        steps_per_epoch: int = 1,
     ) -> None:
         self.target = get_function(function)
         n_train, self.n_val = split_sizes(n_samples, train_fraction)
-        super().__init__(n_train, batch_size, eval_batch_size, seed, num_workers)
+        super().__init__(n_train, batch_size, eval_batch_size, seed, num_workers, steps_per_epoch)
         self.function_name = function
         self.n_samples = n_samples
         self.grid_resolution = grid_resolution
         self.save_hyperparameters()
+
+    def data_spec(self) -> dict[str, int]:
+        """What a model needs before training: 2 inputs, 1 output."""
+        return {"n_in": 2, "n_out": 1}
 
     def setup(self, stage: str | None = None) -> None:
         if hasattr(self, "train_set"):

@@ -519,6 +519,7 @@ class PDEDataModule(RegressionDataModule):
         reference_shape: grid of the reference solution ((n_t, n_x) or (n_x, n_y)); default as shipped
             with the official code (201 x 512, Helmholtz 512 x 512).
         cache_dir: where reference solutions are cached (default ``$LITLAB_CACHE`` or ``~/.cache/litlab``).
+        steps_per_epoch: full batch only: identical full-batch steps per trainer epoch.
     """
 
     def __init__(
@@ -534,11 +535,12 @@ class PDEDataModule(RegressionDataModule):
         cache_dir: str | None = None,
         problem_params: dict[str, float] | None = None,
         num_workers: int = 0,
+        steps_per_epoch: int = 1,
     ) -> None:
         if sampling not in ("grid", "random"):
             raise ValueError(f"sampling must be 'grid' or 'random', got {sampling!r}")
         self.problem = make_problem(problem, **(problem_params or {}))
-        super().__init__(n_collocation**2, batch_size, eval_batch_size, seed, num_workers)
+        super().__init__(n_collocation**2, batch_size, eval_batch_size, seed, num_workers, steps_per_epoch)
         self.n_collocation = n_collocation
         self.n_boundary = n_boundary or n_collocation
         self.sampling = sampling
@@ -559,11 +561,29 @@ class PDEDataModule(RegressionDataModule):
     def prepare_data(self) -> None:
         self.problem.reference_solution(self.reference_shape, self.cache_dir)
 
+    def _reference(self) -> ReferenceSolution:
+        """The reference solution, loaded (or computed and cached) once per data module."""
+        if not hasattr(self, "reference"):
+            self.reference = self.problem.reference_solution(self.reference_shape, self.cache_dir)
+        return self.reference
+
+    def data_spec(self) -> dict[str, Any]:
+        """What a PINN needs before training: widths (t, x) or (x, y) -> u, the problem, the sizes of its
+        RBA weight sets and the reference solution (computed here if not cached, then reused by setup)."""
+        return {
+            "n_in": 2,
+            "n_out": 1,
+            "problem": self.problem,
+            "n_collocation_points": self.n_collocation_points,
+            "n_boundary_points": self.n_boundary_points,
+            "reference": self._reference(),
+        }
+
     def setup(self, stage: str | None = None) -> None:
         if hasattr(self, "train_set"):
             return
         collocation = self.problem.collocation_points(self.n_collocation, self.sampling, self.seed)
         boundary_x, boundary_u = self.problem.boundary_data(self.n_boundary, self.sampling, self.seed + 1)
         self.train_set = CollocationDataset(collocation, boundary_x, boundary_u)
-        self.reference = self.problem.reference_solution(self.reference_shape, self.cache_dir)
+        self._reference()
         self.val_set = self.test_set = TensorBatchDataset(self.reference.points(), self.reference.values())

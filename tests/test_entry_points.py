@@ -10,7 +10,13 @@ import pytest
 
 from tests.conftest import run_cli
 
-FAST = ["trainer.max_epochs=20", "data.n_samples=400", "data.grid_resolution=20", "extras.print_config=false"]
+FAST = [
+    "trainer.max_epochs=20",
+    "data.steps_per_epoch=1",
+    "data.n_samples=400",
+    "data.grid_resolution=20",
+    "extras.print_config=false",
+]
 
 
 def _metrics_rows(run_dir: Path) -> list[dict[str, str]]:
@@ -72,7 +78,8 @@ def test_missing_data_file_says_where_it_looked(tmp_path: Path) -> None:
     ]
     (tmp_path / "none").mkdir()
     result = run_cli(["litlab-train", *overrides], tmp_path, env={"LITLAB_DATA_ROOT": str(tmp_path / "none")})
-    assert result.returncode == 2, "missing data is found before any work starts"
+    assert result.returncode == 1, "a file missing under an existing data root is found when data is built"
+    assert not list(tmp_path.glob("outputs/**/*.ckpt")), "nothing was trained"
     assert "FeynmanEquations.csv" in result.stderr and "data.root" in result.stderr
     assert "Traceback" not in result.stderr
 

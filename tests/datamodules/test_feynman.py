@@ -199,3 +199,17 @@ def test_missing_file_says_where_it_looked_and_what_to_set(
     shutil.copy(CSV, tmp_path / "feynman" / "FeynmanEquations.csv")
     monkeypatch.setenv("LITLAB_DATA_ROOT", str(tmp_path))
     assert feynman_csv_path() == tmp_path / "feynman" / "FeynmanEquations.csv"
+
+
+@pytest.mark.parametrize(
+    ("equation", "mode", "n_in"), [("f1", "paper", 2), ("f20", "paper", 3), ("I.9.18", "csv", 9)]
+)
+def test_data_spec_gives_the_equation_s_input_width(equation: str, mode: str, n_in: int) -> None:
+    assert FeynmanDataModule(equation, mode=mode).data_spec() == {"n_in": n_in, "n_out": 1}
+
+
+def test_steps_per_epoch_repeats_the_full_batch() -> None:
+    dm = FeynmanDataModule("f1", n_train=50, n_test=10, grid_resolution=4, steps_per_epoch=4)
+    dm.setup("fit")
+    batches = list(dm.train_dataloader())
+    assert len(batches) == 4 and all(torch.equal(x, dm.train_set.tensors[0]) for x, _ in batches)

@@ -130,3 +130,19 @@ def test_lightning_fit_uses_full_batch(tmp_path: object) -> None:
         fast_dev_run=1, accelerator="cpu", logger=False, enable_progress_bar=False, default_root_dir=tmp_path
     )
     trainer.fit(_Fit(), datamodule=FunctionFitDataModule(function="f3", grid_resolution=20))
+
+
+def test_data_spec_gives_the_model_its_widths() -> None:
+    assert FunctionFitDataModule(function="f5").data_spec() == {"n_in": 2, "n_out": 1}
+
+
+def test_steps_per_epoch_repeats_the_full_batch() -> None:
+    dm = _data(batch_size=None, steps_per_epoch=3)
+    batches = list(dm.train_dataloader())
+    assert len(batches) == 3
+    assert all(
+        torch.equal(x, dm.train_set.tensors[0]) and torch.equal(y, dm.train_set.tensors[1])
+        for x, y in batches
+    )
+    with pytest.raises(ValueError, match="only for full batches"):
+        FunctionFitDataModule(batch_size=100, steps_per_epoch=3)

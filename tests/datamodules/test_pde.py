@@ -223,3 +223,25 @@ def test_lightning_pinn_step_with_rba(tmp_path: Path) -> None:
     )
     trainer.fit(model, datamodule=dm)
     assert (model.rba_pde.weights != 1).all() and (model.rba_bc.weights != 1).any()
+
+
+def test_data_spec_carries_the_problem_point_counts_and_the_reference(tmp_path: Path) -> None:
+    dm = PDEDataModule("burgers", n_collocation=6, reference_shape=(5, 9), cache_dir=str(tmp_path))
+    spec = dm.data_spec()
+    assert (spec["n_in"], spec["n_out"]) == (2, 1) and spec["problem"] is dm.problem
+    assert (spec["n_collocation_points"], spec["n_boundary_points"]) == (36, 18)
+    assert spec["reference"].u.shape == (5, 9)
+    dm.setup("fit")
+    assert dm.reference is spec["reference"], "setup reuses the reference data_spec loaded"
+
+
+def test_steps_per_epoch_repeats_the_full_batch_with_its_rba_indices(tmp_path: Path) -> None:
+    dm = PDEDataModule(
+        "burgers", n_collocation=6, reference_shape=(5, 9), cache_dir=str(tmp_path), steps_per_epoch=3
+    )
+    dm.setup("fit")
+    batches = list(dm.train_dataloader())
+    assert len(batches) == 3
+    for batch in batches:
+        assert torch.equal(batch["collocation_index"], torch.arange(36))
+        assert torch.equal(batch["collocation"], dm.train_set.collocation)

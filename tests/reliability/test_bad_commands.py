@@ -19,7 +19,13 @@ import torch
 
 from tests.conftest import run_cli
 
-FAST = ["trainer.max_epochs=4", "data.n_samples=200", "data.grid_resolution=10", "extras.print_config=false"]
+FAST = [
+    "trainer.max_epochs=4",
+    "data.steps_per_epoch=1",
+    "data.n_samples=200",
+    "data.grid_resolution=10",
+    "extras.print_config=false",
+]
 CONFIG, JOB = 2, 1  # exit codes: found before any work / found while building the run
 
 # (command, exit code, words the one line must contain)

@@ -17,9 +17,11 @@ import torch
 from tests.conftest import BIN, run_cli
 
 # The workload every scale test runs: experiment=kan/function_fit made small and deterministic
-# (one thread, no plots, no progress bar), 600 full-batch steps with last.ckpt every 50 of them.
+# (one thread, no plots, no progress bar), 600 full-batch steps with last.ckpt every 50 of them; one step
+# per epoch, so that trainer.max_epochs counts steps and kills land between epochs as often as within.
 WORKLOAD = [
     "experiment=kan/function_fit",
+    "data.steps_per_epoch=1",
     "data.n_samples=400",
     "data.grid_resolution=20",
     "trainer.check_val_every_n_epoch=100",

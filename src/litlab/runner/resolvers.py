@@ -53,14 +53,6 @@ def gpus_per_node(accelerator: str, devices: int | str) -> int | None:
     return int(devices)
 
 
-def feynman_inputs(equation: str | int, mode: str = "paper", root: str | None = None) -> int:
-    """Number of input variables of a Feynman equation, so a model's n_in follows ``data.equation``."""
-    from litlab.datamodules.feynman import get_csv_equation, get_paper_formula
-
-    formula = get_paper_formula(equation) if mode == "paper" else get_csv_equation(equation, root).formula
-    return len(formula.variables)
-
-
 def register_hydra_extensions() -> None:
     """Register the ``litlab.*`` resolvers and the user config search path plugin; safe to repeat.
 
@@ -76,7 +68,6 @@ def register_hydra_extensions() -> None:
         "litlab.run_id": default_run_id,
         "litlab.wandb_offline": wandb_offline,
         "litlab.gpus_per_node": gpus_per_node,
-        "litlab.feynman_inputs": feynman_inputs,
         "litlab.cwd": os.getcwd,
     }.items():
         if not OmegaConf.has_resolver(name):

@@ -12,6 +12,7 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 
+from litlab.core.errors import ConfigError
 from litlab.datamodules.pde import CACHE_ENV, Helmholtz, PDEDataModule
 from litlab.methods.kan.layers import build_kan
 from litlab.methods.kan.pinn import PINNModule
@@ -140,8 +141,15 @@ def _data(n_collocation: int = 8) -> PDEDataModule:
     return PDEDataModule("helmholtz", n_collocation=n_collocation, reference_shape=(24, 24))
 
 
+def _bound(module: PINNModule, data: PDEDataModule) -> PINNModule:
+    """The module bound to the data as the runner binds it (litlab.contract.bind)."""
+    module.bind_data(data.data_spec())
+    return module
+
+
 def test_short_helmholtz_fit_lowers_the_residual_loss(tmp_path: Path) -> None:
-    data, module = _data(), _module(lr=1e-2)
+    data = _data()
+    module = _bound(_module(lr=1e-2), data)
     data.setup("fit")
     points = data.train_set.collocation
     start = data.problem.residual(module.net, points).square().mean().item()
@@ -155,7 +163,7 @@ def test_short_helmholtz_fit_lowers_the_residual_loss(tmp_path: Path) -> None:
 
 def test_checkpoint_restores_predictions_and_rba_state(tmp_path: Path) -> None:
     data = _data()
-    module = _module()
+    module = _bound(_module(), data)
     checkpoint = ModelCheckpoint(dirpath=tmp_path, save_last=True)
     _trainer(tmp_path, max_epochs=3, callbacks=[checkpoint]).fit(module, datamodule=data)
     restored = PINNModule.load_from_checkpoint(
@@ -174,24 +182,41 @@ def test_checkpoint_restores_predictions_and_rba_state(tmp_path: Path) -> None:
 
 
 def test_resume_continues_as_an_uninterrupted_run(tmp_path: Path) -> None:
-    straight = _module()
+    data = _data()
+    straight = _bound(_module(), data)
     _trainer(tmp_path / "a", max_epochs=4, enable_checkpointing=False).fit(straight, datamodule=_data())
 
-    first = _module()
+    first = _bound(_module(), data)
     # Saved at train-epoch end: a checkpoint written at validation end makes Lightning 2.6 rerun that epoch.
     checkpoint = ModelCheckpoint(dirpath=tmp_path / "b", save_last=True, save_on_train_epoch_end=True)
     _trainer(tmp_path / "b", max_epochs=2, callbacks=[checkpoint]).fit(first, datamodule=_data())
-    resumed = _module(seed=1)  # different init: everything must come from the checkpoint
+    resumed = _bound(_module(seed=1), data)  # different init: everything must come from the checkpoint
     _trainer(tmp_path / "c", max_epochs=4, enable_checkpointing=False).fit(
         resumed, datamodule=_data(), ckpt_path=checkpoint.last_model_path, weights_only=True
     )
     for (name, want), got in zip(straight.state_dict().items(), resumed.state_dict().values()):
         torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-7, msg=name)
 
-    wrong_size = _module()
+    wrong_size = _bound(_module(), _data(n_collocation=10))
     with pytest.raises(Exception, match="RBA weights for 100 points but the checkpoint has 64"):
         _trainer(tmp_path / "d", max_epochs=4, enable_checkpointing=False).fit(
             wrong_size, datamodule=_data(n_collocation=10), ckpt_path=checkpoint.last_model_path
+        )
+
+
+def test_bind_data_builds_the_net_and_attaches_the_problem() -> None:
+    data = _data()
+    module = PINNModule(
+        functools.partial(build_kan, width=3, depth=1, grid_size=5), functools.partial(torch.optim.Adam)
+    )
+    assert module.net is None
+    module.bind_data(data.data_spec())
+    assert module.net.widths == [2, 3, 1] and module.problem is data.problem
+    assert module.reference is data.reference and len(module.collocation_attention.weights) == 64
+    assert {"train/residual", "train/boundary", "test/rel_l2"} <= module.logged_metrics()
+    with pytest.raises(ConfigError, match="needs a PDE data module"):
+        PINNModule(build_kan(2, 1, 3, 1, 5), functools.partial(torch.optim.Adam)).bind_data(
+            {"n_in": 2, "n_out": 1}
         )
 
 

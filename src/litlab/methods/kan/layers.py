@@ -227,20 +227,3 @@ def build_kan(
     if depth < 0 or width < 1:
         raise ValueError(f"need depth >= 0 and width >= 1, got depth={depth}, width={width}")
     return KAN([n_in, *[width] * depth, n_out], grid_size, spline_order, init=init, backend=backend)
-
-
-def fit_full_batch(net: nn.Module, x: Tensor, y: Tensor, epochs: int, lr: float = 1e-3) -> list[float]:
-    """The paper's training loop without Lightning: full-batch Adam on MSE; returns the loss per epoch.
-
-    Used by claim tests and analyses that fit many small models, where a Trainer's per-epoch
-    overhead would dominate.
-    """
-    optimizer = torch.optim.Adam(net.parameters(), lr=lr)
-    losses = []
-    for _ in range(epochs):
-        optimizer.zero_grad(set_to_none=True)
-        loss = F.mse_loss(net(x), y)
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-    return losses

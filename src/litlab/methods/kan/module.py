@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import lightning as L
@@ -11,8 +11,11 @@ import torch
 from matplotlib.figure import Figure
 from torch import nn
 
+from litlab.core.errors import ConfigError, LitlabError
+
 OptimizerFactory = Callable[..., torch.optim.Optimizer]
 SchedulerFactory = Callable[..., torch.optim.lr_scheduler.LRScheduler]
+NetFactory = Callable[..., nn.Module]
 
 
 def relative_l2(prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -23,25 +26,56 @@ def relative_l2(prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
 class Regressor(L.LightningModule):
     """Fit ``net`` to (x, y) pairs with MSE; report relative L2 on validation and test.
 
-    Test batches are accumulated so that relative L2 is computed over the whole evaluation grid,
-    as in the paper, not averaged per batch.
+    ``net`` is a module, or a factory called as ``net(n_in=..., n_out=...)`` in ``bind_data`` with the
+    widths of the data module's ``data_spec()`` (configs pass ``build_kan`` as a partial, so a Feynman
+    formula's input count reaches the network without the config naming it). Test batches are accumulated
+    so that relative L2 is computed over the whole evaluation grid, as in the paper, not averaged per batch.
     """
 
     def __init__(
         self,
-        net: nn.Module,
+        net: nn.Module | NetFactory,
         optimizer: OptimizerFactory,
         scheduler: SchedulerFactory | None = None,
         plot_resolution: int = 100,
     ) -> None:
         super().__init__()
         self.save_hyperparameters(logger=False, ignore=["net", "optimizer", "scheduler"])
-        self.net = net
+        self.net: nn.Module | None = net if isinstance(net, nn.Module) else None
+        self.net_factory: NetFactory | None = None if isinstance(net, nn.Module) else net
         self.optimizer_factory = optimizer
         self.scheduler_factory = scheduler
         self._eval_cache: dict[str, list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]] = {}
 
+    def bind_data(self, spec: Mapping[str, Any]) -> None:
+        """Build the network for the data's ``n_in``/``n_out`` (or check that a given one fits them)."""
+        n_in, n_out = int(spec["n_in"]), int(spec["n_out"])
+        if self.net_factory is None:
+            widths = getattr(self.net, "widths", None)
+            if widths is not None and (widths[0], widths[-1]) != (n_in, n_out):
+                raise ConfigError(
+                    f"the network maps {widths[0]} -> {widths[-1]} values but the data has "
+                    f"n_in={n_in}, n_out={n_out}"
+                )
+            return
+        fixed = getattr(self.net_factory, "keywords", {})
+        for key, value in (("n_in", n_in), ("n_out", n_out)):
+            if fixed.get(key) not in (None, value):
+                raise ConfigError(
+                    f"model.net.{key}={fixed[key]} but the data has {key}={value}; leave model.net.{key} "
+                    "unset: the data decides it"
+                )
+        self.net = self.net_factory(**{**fixed, "n_in": n_in, "n_out": n_out})
+
+    def logged_metrics(self) -> set[str]:
+        """The keys this module logs (checked against ``optimized_metric`` before training)."""
+        return {
+            "train/loss",
+            *(f"{stage}/{name}" for stage in ("val", "test") for name in ("loss", "rel_l2")),
+        }
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: (batch, n_in) -> (batch, n_out)."""
         return self.net(x)
 
     def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
@@ -90,11 +124,16 @@ class Regressor(L.LightningModule):
         self._eval_epoch_end("test")
 
     def configure_optimizers(self) -> Any:
+        if self.net is None:
+            raise LitlabError(
+                f"{type(self).__name__} has no network yet: call bind_data(data.data_spec()) first"
+            )
         optimizer = self.optimizer_factory(params=self.parameters())
         if self.scheduler_factory is None:
             return optimizer
         scheduler = self.scheduler_factory(optimizer=optimizer)
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "epoch"}}
+        # Stepped per optimizer step, so its schedule does not depend on data.steps_per_epoch.
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
     def figures(self, stage: str) -> dict[str, Figure]:
         """Target, prediction and error maps for 2-D inputs on the test grid."""

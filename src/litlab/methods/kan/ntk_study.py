@@ -2,32 +2,76 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import matplotlib.pyplot as plt
 import pandas as pd
 import torch
-from rich.progress import Progress
+from matplotlib.figure import Figure
+from torch import Tensor, nn
 
-from litlab.core.figures import save_figure
+from litlab.core.errors import ConfigError
+from litlab.core.progress import track
 from litlab.core.results import TaskOutput
 from litlab.datamodules.functions import evaluate, get_function, sample_uniform
+from litlab.methods.kan.fitting import fit_full_batch
+from litlab.methods.kan.init import InitScheme
 from litlab.methods.kan.layers import build_kan
+from litlab.methods.kan.module import Regressor
 from litlab.methods.kan.ntk import empirical_ntk, spectrum_summary
 from litlab.task import TaskContext
 
 log = logging.getLogger(__name__)
 
 
-def scheme_label(init: Mapping[str, Any]) -> str:
-    """``glorot`` or ``power(0.25,1.75)``."""
-    if init.get("name") == "power":
-        return f"power({init['alpha']},{init['beta']})"
-    return str(init["name"])
+class NTKProbe(Regressor):
+    """A Regressor that records its NTK spectrum on ``x_ntk`` and its train loss at ``eval_epochs``.
+
+    Full batch, so epoch e starts after e optimizer steps; the Fitter's epoch hooks take the records
+    (epoch ``epochs`` is recorded when training ends). Rows go to ``records``, eigenvalues to ``spectra``.
+    """
+
+    def __init__(
+        self, net: nn.Module, lr: float, x: Tensor, y: Tensor, x_ntk: Tensor, eval_epochs: Sequence[int]
+    ):
+        super().__init__(net, functools.partial(torch.optim.Adam, lr=lr))
+        self.x, self.y, self.x_ntk = x, y, x_ntk
+        self.eval_epochs = set(eval_epochs)
+        self.epoch = 0
+        self.records: list[dict[str, float]] = []
+        self.spectra: dict[int, list[float]] = {}
+
+    def _record(self) -> None:
+        if self.epoch not in self.eval_epochs:
+            return
+        device = next(self.net.parameters()).device
+        with torch.no_grad():
+            loss = nn.functional.mse_loss(self.net(self.x.to(device)), self.y.to(device)).item()
+        summary = spectrum_summary(empirical_ntk(self.net, self.x_ntk.to(device)))
+        self.records.append(
+            {
+                "epoch": self.epoch,
+                "train_loss": loss,
+                "effective_rank": summary.effective_rank,
+                "condition_number": summary.condition_number,
+                "trace": summary.trace,
+                "lambda_max": float(summary.eigenvalues[0]),
+            }
+        )
+        self.spectra[self.epoch] = summary.eigenvalues.tolist()
+
+    def on_train_epoch_start(self) -> None:
+        self._record()
+
+    def on_train_epoch_end(self) -> None:
+        self.epoch += 1
+
+    def on_train_end(self) -> None:
+        self._record()
 
 
 def ntk_study(
@@ -44,64 +88,39 @@ def ntk_study(
     lr: float = 1e-3,
     seed: int = 0,
 ) -> TaskOutput:
-    """Train one KAN per scheme full-batch on ``function``; at ``eval_epochs`` record the NTK spectrum.
+    """Train one KAN per scheme full-batch on ``function`` (through ``ctx.fitter``); at ``eval_epochs``
+    record the NTK spectrum on the first ``n_ntk_points`` training points (the paper uses 256).
 
-    The NTK is computed on the first ``n_ntk_points`` training points (the paper uses 256).
-    Writes ``ntk.csv`` (one row per scheme and epoch), ``spectra.json`` and plots; returns the final
-    effective rank and condition number per scheme.
+    Returns the ``ntk`` table (one row per scheme and epoch), its plot, and the final effective rank,
+    condition number and train loss per scheme; the eigenvalues go to ``spectra.json`` in the run folder.
     """
-    output_dir = ctx.output_dir
-    output_dir = Path(output_dir)
     if max(eval_epochs) > epochs:
-        raise ValueError(f"eval_epochs {list(eval_epochs)} go past epochs={epochs}")
+        raise ConfigError(f"task.eval_epochs {list(eval_epochs)} go past task.epochs={epochs}")
     target = get_function(function)
     x = sample_uniform(n_train, 2, seed)
     y = evaluate(target, x)
-    x_ntk = x[:n_ntk_points]
     rows, spectra = [], {}
-    with Progress(transient=True) as progress:
-        bar = progress.add_task("NTK study", total=len(schemes) * epochs)
-        for init in schemes:
-            label = scheme_label(init)
-            torch.manual_seed(seed)
-            net = build_kan(2, 1, width, depth, grid_size, init=dict(init))
-            optimizer = torch.optim.Adam(net.parameters(), lr=lr)
-            for epoch in range(epochs + 1):
-                if epoch in eval_epochs:
-                    with torch.no_grad():
-                        loss = torch.nn.functional.mse_loss(net(x), y).item()
-                    summary = spectrum_summary(empirical_ntk(net, x_ntk))
-                    rows.append(
-                        {
-                            "scheme": label,
-                            "epoch": epoch,
-                            "train_loss": loss,
-                            "effective_rank": summary.effective_rank,
-                            "condition_number": summary.condition_number,
-                            "trace": summary.trace,
-                            "lambda_max": float(summary.eigenvalues[0]),
-                        }
-                    )
-                    spectra[f"{label}@{epoch}"] = summary.eigenvalues.tolist()
-                if epoch == epochs:
-                    break
-                optimizer.zero_grad(set_to_none=True)
-                torch.nn.functional.mse_loss(net(x), y).backward()
-                optimizer.step()
-                progress.advance(bar)
+    for init in track(schemes, "NTK study"):
+        label = InitScheme.from_config(init).label
+        torch.manual_seed(seed)
+        probe = NTKProbe(
+            build_kan(2, 1, width, depth, grid_size, init=dict(init)), lr, x, y, x[:n_ntk_points], eval_epochs
+        )
+        fit_full_batch(ctx.fitter, probe, x, y, epochs)
+        rows += [{"scheme": label, **record} for record in probe.records]
+        spectra |= {f"{label}@{epoch}": values for epoch, values in probe.spectra.items()}
     table = pd.DataFrame(rows)
-    table.to_csv(output_dir / "ntk.csv", index=False)
-    (output_dir / "spectra.json").write_text(json.dumps(spectra))
-    _plot(table, spectra, output_dir)
+    (ctx.output_dir / "spectra.json").write_text(json.dumps(spectra))
     final = table[table.epoch == epochs].set_index("scheme")
     log.info("NTK at epoch %d:\n%s", epochs, final.to_string())
-    results = {f"{s}/effective_rank": float(r.effective_rank) for s, r in final.iterrows()}
-    results |= {f"{s}/condition_number": float(r.condition_number) for s, r in final.iterrows()}
-    results |= {f"{s}/train_loss": float(r.train_loss) for s, r in final.iterrows()}
-    return {"metrics": results}
+    metrics = {}
+    for scheme, row in final.iterrows():
+        for key in ("effective_rank", "condition_number", "train_loss"):
+            metrics[f"{scheme}/{key}"] = float(row[key])
+    return {"metrics": metrics, "tables": {"ntk": table}, "figures": {"ntk": _plot(table, spectra)}}
 
 
-def _plot(table: pd.DataFrame, spectra: dict[str, list[float]], output_dir: Path) -> None:
+def _plot(table: pd.DataFrame, spectra: dict[str, list[float]]) -> Figure:
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
     for label, group in table.groupby("scheme", sort=False):
         axes[0].plot(group.epoch, group.effective_rank, marker="o", label=label)
@@ -112,4 +131,5 @@ def _plot(table: pd.DataFrame, spectra: dict[str, list[float]], output_dir: Path
     axes[1].set(xlabel="epoch", ylabel="condition number")
     axes[2].set(xlabel="index", ylabel="eigenvalue", title="NTK spectrum at init")
     axes[0].legend()
-    save_figure(fig, output_dir, "ntk")
+    fig.tight_layout()
+    return fig

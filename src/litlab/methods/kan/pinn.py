@@ -12,14 +12,17 @@ step. Test metric: relative L2 against the reference solution over its whole gri
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import matplotlib.pyplot as plt
 import torch
 from matplotlib.figure import Figure
 from torch import nn
 
-from litlab.core.errors import LitlabError
+from litlab.core.errors import ConfigError, LitlabError
 from litlab.datamodules.pde import PDEProblem, ReferenceSolution, ResidualAttention
-from litlab.methods.kan.module import OptimizerFactory, Regressor, SchedulerFactory, relative_l2
+from litlab.methods.kan.module import NetFactory, OptimizerFactory, Regressor, SchedulerFactory, relative_l2
 
 PDEBatch = dict[str, torch.Tensor]
 
@@ -41,16 +44,17 @@ def pinn_loss(
 class PINNModule(Regressor):
     """Train ``net: (N, 2) -> (N, 1)`` to solve the datamodule's PDE; relative L2 on val/test.
 
-    The problem (residual, reference solution) comes from the ``PDEDataModule`` in ``setup``, or from
-    ``bind`` outside a Trainer. With ``rba`` the per-point weights live in two ``ResidualAttention``
-    buffers (``collocation_attention``, ``boundary_attention``), saved in checkpoints; they are sized from
-    the datamodule or, when loading, from the checkpoint. Under DDP the residuals of all processes are
+    The problem (residual, reference solution) comes from the ``PDEDataModule``'s ``data_spec()`` through
+    ``bind_data`` (which also builds a factory-given ``net``), or from ``bind`` for a hand-built module.
+    With ``rba`` the per-point weights live in two ``ResidualAttention`` buffers (``collocation_attention``,
+    ``boundary_attention``), saved in checkpoints; they are sized from the data spec or, when loading, from
+    the checkpoint. Under DDP the residuals of all processes are
     gathered (with gradients) before the RBA update, so every process holds the whole, identical weight
     set and the run equals a single-process one. Logged: ``train/loss`` (the weighted objective),
     ``train/residual`` = mean(r²) and ``train/boundary`` = mean(r_B²) (unweighted), ``{val,test}/rel_l2``.
 
     Args:
-        net: the network, e.g. ``build_kan(2, 1, ...)``.
+        net: the network, e.g. ``build_kan(2, 1, ...)``, or a factory taking ``n_in``/``n_out``.
         optimizer, scheduler: factories taking ``params`` / ``optimizer`` (Hydra partials).
         rba: use residual-based attention weights (the paper: on); off gives the plain MSE sum.
         rba_gamma, rba_eta: the RBA decay γ and step η (paper: 0.999, 0.01).
@@ -59,7 +63,7 @@ class PINNModule(Regressor):
 
     def __init__(
         self,
-        net: nn.Module,
+        net: nn.Module | NetFactory,
         optimizer: OptimizerFactory,
         scheduler: SchedulerFactory | None = None,
         rba: bool = True,
@@ -98,19 +102,21 @@ class PINNModule(Regressor):
                 "evaluate with the same data.n_collocation and data.n_boundary as the checkpoint's run."
             )
 
-    def setup(self, stage: str) -> None:
-        datamodule = self.trainer.datamodule
-        if datamodule is None or not isinstance(getattr(datamodule, "problem", None), PDEProblem):
-            raise LitlabError(
-                "PINNModule needs a PDEDataModule (data=pde/pinn): it takes the PDE and collocation set "
-                "from it."
+    def bind_data(self, spec: Mapping[str, Any]) -> None:
+        """Build the network for the data's widths, then attach its PDE, point counts and reference."""
+        if not isinstance(spec.get("problem"), PDEProblem):
+            raise ConfigError(
+                "PINNModule needs a PDE data module (data=pde/pinn): its data_spec() gives the PDE, the "
+                "collocation and condition point counts and the reference solution"
             )
+        super().bind_data(spec)
         self.bind(
-            datamodule.problem,
-            datamodule.n_collocation_points,
-            datamodule.n_boundary_points,
-            getattr(datamodule, "reference", None),
+            spec["problem"], spec["n_collocation_points"], spec["n_boundary_points"], spec.get("reference")
         )
+
+    def logged_metrics(self) -> set[str]:
+        """The Regressor's keys plus the unweighted residual and condition MSEs."""
+        return super().logged_metrics() | {"train/residual", "train/boundary"}
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         """Size the RBA buffers from the checkpoint before its state dict is loaded."""
@@ -131,7 +137,9 @@ class PINNModule(Regressor):
         Updates the RBA buffers in training mode (call once per step).
         """
         if self.problem is None:
-            raise LitlabError("PINNModule has no PDE yet: train it with a PDEDataModule or call bind() first")
+            raise LitlabError(
+                "PINNModule has no PDE yet: call bind_data(data.data_spec()) with a PDEDataModule, or bind()"
+            )
         residual = self._gather(self.problem.residual(self.net, batch["collocation"]), differentiable=True)
         index = self._gather(batch["collocation_index"])
         boundary = self.net(batch["boundary_x"]) - batch["boundary_u"]

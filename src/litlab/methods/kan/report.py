@@ -9,10 +9,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import yaml
+from matplotlib.figure import Figure
 
 from litlab.core.errors import LitlabError
-from litlab.core.figures import save_figure
 from litlab.core.results import TaskOutput, read_results
+from litlab.methods.kan.init import InitScheme
 from litlab.task import TaskContext
 
 log = logging.getLogger(__name__)
@@ -32,7 +33,7 @@ def collect_runs(sweep_dir: Path, metric: str = "test/rel_l2") -> pd.DataFrame:
         if metric not in metrics:
             continue
         net, init = cfg["model"]["net"], cfg["model"]["net"]["init"]
-        scheme = init["name"] if init["name"] != "power" else f"power({init['alpha']},{init['beta']})"
+        scheme = InitScheme.from_config(init).label
         rows.append(
             {
                 "function": cfg["data"]["function"],
@@ -76,20 +77,18 @@ def win_rates(runs: pd.DataFrame, metric: str = "test/rel_l2", baseline: str = "
 
 
 def kan_init_report(ctx: TaskContext, sweep_dir: str, metric: str = "test/rel_l2") -> TaskOutput:
-    """Write ``runs.csv``, ``win_rates.csv``/``.md`` and a scatter plot; return each scheme's win rate."""
-    output_dir = ctx.output_dir
-    output_dir = Path(output_dir)
+    """The ``runs`` and ``win_rates`` tables and ``win_scatter`` plot of a sweep; each scheme's win rate."""
     runs = collect_runs(Path(sweep_dir), metric)
     table = win_rates(runs, metric)
-    runs.to_csv(output_dir / "runs.csv", index=False)
-    table.to_csv(output_dir / "win_rates.csv")
-    (output_dir / "win_rates.md").write_text(table.to_markdown(floatfmt=".3f") + "\n")
     log.info("win rates against the baseline (%d runs):\n%s", len(runs), table.to_string())
-    _scatter(runs, metric, output_dir)
-    return {"metrics": {f"{scheme}/win_rate": float(row.win_rate) for scheme, row in table.iterrows()}}
+    return {
+        "metrics": {f"{scheme}/win_rate": float(row.win_rate) for scheme, row in table.iterrows()},
+        "tables": {"runs": runs, "win_rates": table.reset_index()},
+        "figures": {"win_scatter": _scatter(runs, metric)},
+    }
 
 
-def _scatter(runs: pd.DataFrame, metric: str, output_dir: Path) -> None:
+def _scatter(runs: pd.DataFrame, metric: str) -> Figure:
     medians = runs.groupby([*ARCHITECTURE, "scheme"])[metric].median().unstack("scheme")
     fig, ax = plt.subplots(figsize=(5.5, 5))
     for scheme in [c for c in medians.columns if c != "baseline"]:
@@ -99,4 +98,4 @@ def _scatter(runs: pd.DataFrame, metric: str, output_dir: Path) -> None:
     ax.plot([low, high], [low, high], "k--", lw=1)
     ax.set(xlabel=f"baseline {metric}", ylabel=f"scheme {metric}", title="below the diagonal = scheme wins")
     ax.legend()
-    save_figure(fig, output_dir, "win_scatter")
+    return fig
