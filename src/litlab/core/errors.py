@@ -25,6 +25,7 @@ OPTIONAL_PACKAGES = {
     "xgboost": "tpnn",
     "pymc": "tpnn",
     "pymc_bart": "tpnn",
+    "densratio": "dre",
 }
 
 
