@@ -1,15 +1,21 @@
-"""Text for the tiny language models: tinyshakespeare, procedural corpora, tokenisation, packing, streaming.
+"""Text for the tiny language models: tinyshakespeare, procedural corpora, JSONL documents, mixtures of
+them, tokenisation with exact byte counts, packing with document ids, streaming.
 
 - ``tinyshakespeare``: ``data/text/tinyshakespeare.txt`` (about 1.1 MB of plays, shipped), found through
   ``root`` → ``$LITLAB_DATA_ROOT/text`` → the shipped ``litlab.data`` copy.
 - Procedural corpora, seeded and cached as JSONL: ``entities`` (synthetic people, cities and companies with
   5–8 attributes), ``arithmetic`` (chains of +, −, × with every intermediate result), ``prontoqa``
   (ProntoQA-style syllogism chains with distractors and a gold proof), ``mixed`` (a third of each).
+- ``<path>.jsonl``: one JSON object per line with a text field (``text_field``); other fields are kept.
 - Any other UTF-8 file by path; ``streaming=True`` reads it chunk by chunk through ``mmap``.
+- Several of the above with ``weights``: each training epoch holds each source in that share of blocks,
+  drawn anew every epoch.
 
-Batches are dicts ``{"input_ids": (B, T), "labels": (B, T)}`` (labels unshifted, HF convention; -100 is
-ignored). Text files are split by bytes (train | val | test) at line breaks, documents by index; the
-tokenizer is trained on the train split only and cached (``litlab.datamodules.tokenizers.cached_bpe``).
+Batches are dicts of ``(B, T)`` tensors: ``input_ids``, ``labels`` (a separate copy, unshifted, HF
+convention; -100 is ignored), ``byte_counts`` (the UTF-8 bytes of the text each token accounts for, exact
+for any tokenizer) and ``doc_ids`` (the index of each token's document in ``TextDataModule.documents``).
+Text files are split by bytes (train | val | test) at line breaks, documents by index; the tokenizer is
+trained on the train split only and cached (``litlab.datamodules.tokenizers.cached_bpe``).
 """
 
 from __future__ import annotations
@@ -22,18 +28,19 @@ import os
 import random
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
 import torch
 from tokenizers import pre_tokenizers
-from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
+from torch.utils.data import DataLoader, Dataset, IterableDataset, Sampler, get_worker_info
 from transformers import PreTrainedTokenizerBase
 
-from litlab.core.errors import LitlabError
+from litlab.core.errors import ConfigError, LitlabError
 from litlab.core.paths import DATA_ROOT_ENV, data_root_candidates
-from litlab.datamodules.base import GlobalBatchDataModule, batch_loader
-from litlab.datamodules.tokenizers import cached_bpe, default_cache_dir, load_tokenizer, token_byte_lengths
+from litlab.datamodules.base import GlobalBatchDataModule, batch_collate, batch_loader
+from litlab.datamodules.tokenizers import byte_counts, cached_bpe, default_cache_dir, load_tokenizer
 
 # Label of positions that no loss is computed on (PyTorch's cross-entropy ignore_index).
 IGNORE_INDEX = -100
@@ -44,7 +51,8 @@ TINYSHAKESPEARE_URL = (
 )
 PROCEDURAL_KINDS = ("entities", "arithmetic", "prontoqa", "mixed")
 # Part of the procedural cache key: bump it whenever a generator's output changes.
-PROCEDURAL_FORMAT = 1
+PROCEDURAL_FORMAT = 2
+SPLITS = ("train", "val", "test")
 
 
 # ----------------------------------------------------------------------------------------------- files
@@ -127,30 +135,71 @@ def splits_exactly(tokenizer: PreTrainedTokenizerBase) -> bool:
     return backend.normalizer is None and isinstance(pre, pre_tokenizers.ByteLevel) and pre.use_regex
 
 
+# -------------------------------------------------------------------------------------------- encoding
+@dataclass
+class TokenStream:
+    """The tokens of a corpus split, ``(n,)`` each: ids, the UTF-8 bytes of text each token accounts for
+    (0 for added separators), and the index of the document each token belongs to."""
+
+    ids: torch.Tensor
+    byte_counts: torch.Tensor
+    doc_ids: torch.Tensor
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @staticmethod
+    def cat(streams: Sequence[TokenStream]) -> TokenStream:
+        """The streams one after the other."""
+        return TokenStream(*(torch.cat([getattr(s, f.name) for s in streams]) for f in fields(TokenStream)))
+
+    def __getitem__(self, index: slice) -> TokenStream:
+        return TokenStream(self.ids[index], self.byte_counts[index], self.doc_ids[index])
+
+    def pack(self, block_size: int) -> dict[str, torch.Tensor]:
+        """``input_ids``, ``byte_counts``, ``doc_ids`` of ``(n // block_size, block_size)``: consecutive
+        non-overlapping blocks (the remainder is dropped), each token keeping its bytes and document."""
+        return {
+            "input_ids": pack_blocks(self.ids, block_size),
+            "byte_counts": pack_blocks(self.byte_counts, block_size),
+            "doc_ids": pack_blocks(self.doc_ids, block_size),
+        }
+
+
 def encode_bytes(
     tokenizer: PreTrainedTokenizerBase,
     data: bytes | mmap.mmap,
     start: int,
     end: int,
     chunk_bytes: int = 1 << 16,
-) -> torch.Tensor:
-    """``(n,)`` long: the tokens of ``data[start:end]`` decoded as UTF-8; byte-level BPEs are encoded in
-    parallel chunks (exactly the tokens of the whole range, see ``find_boundary``), others in one piece."""
+    doc_id: int = 0,
+) -> TokenStream:
+    """The tokens of ``data[start:end]`` decoded as UTF-8 (one document, ``doc_id``); byte-level BPEs are
+    encoded in parallel chunks (exactly the tokens of the whole range, see ``find_boundary``), others in
+    one piece."""
     offsets = chunk_offsets(data, start, end, chunk_bytes) if splits_exactly(tokenizer) else [start, end]
     texts = [bytes(data[a:b]).decode("utf-8") for a, b in itertools.pairwise(offsets)]
-    return encode_texts(tokenizer, texts)
+    stream = encode_texts(tokenizer, texts)
+    return TokenStream(stream.ids, stream.byte_counts, torch.full_like(stream.ids, doc_id))
 
 
 def encode_texts(
-    tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], eos_id: int | None = None
-) -> torch.Tensor:
-    """``(n,)`` long: the concatenated tokens of ``texts`` (batch-encoded in Rust), each followed by
-    ``eos_id`` when one is given (the document separator of packed pretraining)."""
+    tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], eos_id: int | None = None, first_doc: int = 0
+) -> TokenStream:
+    """The concatenated tokens of ``texts`` (batch-encoded in Rust), each followed by ``eos_id`` when one is
+    given (the document separator of packed pretraining); text i is document ``first_doc + i``."""
     if not texts:
-        return torch.zeros(0, dtype=torch.long)
+        empty = torch.zeros(0, dtype=torch.long)
+        return TokenStream(empty, empty, empty)
     encodings = tokenizer.backend_tokenizer.encode_batch(list(texts), add_special_tokens=False)
-    pieces = [e.ids + ([eos_id] if eos_id is not None else []) for e in encodings]
-    return torch.tensor(list(itertools.chain.from_iterable(pieces)), dtype=torch.long)
+    counts = byte_counts(tokenizer, texts, encodings)
+    separator = [eos_id] if eos_id is not None else []
+    ids = torch.tensor(list(itertools.chain.from_iterable(e.ids + separator for e in encodings)))
+    if separator:
+        counts = [torch.cat([c, torch.zeros(1, dtype=torch.long)]) for c in counts]
+    lengths = torch.tensor([len(c) for c in counts])
+    doc_ids = torch.arange(first_doc, first_doc + len(texts)).repeat_interleave(lengths)
+    return TokenStream(ids.long(), torch.cat(counts).long(), doc_ids)
 
 
 def pack_blocks(ids: torch.Tensor, block_size: int) -> torch.Tensor:
@@ -166,8 +215,9 @@ def encode_prompt_completion(
     max_length: int,
     add_eos: bool = True,
 ) -> dict[str, torch.Tensor]:
-    """Right-padded ``input_ids``, ``attention_mask`` and ``labels`` ``(N, max_length)`` for fine-tuning on
-    completions: labels are -100 on the prompt and the padding, so only completion tokens are learned.
+    """Right-padded ``input_ids``, ``attention_mask``, ``labels`` and ``byte_counts`` ``(N, max_length)``
+    for fine-tuning on completions: labels are -100 on the prompt and the padding, so only completion
+    tokens are learned.
 
     Prompt and completion are encoded separately and concatenated (sequences are truncated on the right).
     """
@@ -175,18 +225,45 @@ def encode_prompt_completion(
         raise ValueError(f"{len(prompts)} prompts but {len(completions)} completions")
     backend = tokenizer.backend_tokenizer
     prompt_ids = [e.ids for e in backend.encode_batch(list(prompts), add_special_tokens=False)]
+    encodings = backend.encode_batch(list(completions), add_special_tokens=False)
     eos = [tokenizer.eos_token_id] if add_eos else []
-    completion_ids = [e.ids + eos for e in backend.encode_batch(list(completions), add_special_tokens=False)]
+    completion_ids = [e.ids + eos for e in encodings]
+    completion_bytes = [c.tolist() + [0] * len(eos) for c in byte_counts(tokenizer, completions, encodings)]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     input_ids = torch.full((len(prompts), max_length), pad, dtype=torch.long)
     labels = torch.full((len(prompts), max_length), IGNORE_INDEX, dtype=torch.long)
     attention = torch.zeros((len(prompts), max_length), dtype=torch.long)
-    for row, (p, c) in enumerate(zip(prompt_ids, completion_ids)):
+    counts = torch.zeros((len(prompts), max_length), dtype=torch.long)
+    for row, (p, c, b) in enumerate(zip(prompt_ids, completion_ids, completion_bytes)):
         sequence = (p + c)[:max_length]
         input_ids[row, : len(sequence)] = torch.tensor(sequence)
         attention[row, : len(sequence)] = 1
         labels[row, len(p) : len(sequence)] = input_ids[row, len(p) : len(sequence)]
-    return {"input_ids": input_ids, "attention_mask": attention, "labels": labels}
+        kept = b[: max(0, len(sequence) - len(p))]
+        counts[row, len(p) : len(sequence)] = torch.tensor(kept, dtype=torch.long)
+    return {"input_ids": input_ids, "attention_mask": attention, "labels": labels, "byte_counts": counts}
+
+
+def read_jsonl(path: str | os.PathLike, text_field: str = "text") -> list[dict[str, Any]]:
+    """The records of a JSONL file (one JSON object per line, blank lines skipped), each with a string
+    ``text_field``; a bad line is a LitlabError naming the file and line."""
+    records = []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise LitlabError(f"{path}:{number}: not a JSON object ({error.msg})") from None
+            if not isinstance(record, dict) or not isinstance(record.get(text_field), str):
+                raise LitlabError(
+                    f"{path}:{number}: each line needs a string field {text_field!r} (set data.text_field)"
+                )
+            records.append(record)
+    if not records:
+        raise LitlabError(f"{path} holds no JSONL records")
+    return records
 
 
 # ------------------------------------------------------------------------------------ procedural text
@@ -399,10 +476,12 @@ def _a(concept: str) -> str:
 
 def make_logic_problem(rng: random.Random, min_hops: int = 2, max_hops: int = 5) -> LogicProblem:
     """An is-a chain c0 ⊂ … ⊂ c_hops whose top concept has a (possibly negated) property; the entity is a
-    c0. Distractors: a property on a middle concept, and a concept with the opposite property."""
+    c0. Distractors: another property on a chain concept, and an unrelated concept d ⊂ d' with the opposite
+    property. d stays outside the chain (linking it in would make it inherit both the property and its
+    negation), so every fact set is consistent."""
     hops = rng.randint(min_hops, max_hops)
-    concepts = rng.sample(_CONCEPTS, hops + 2)
-    chain, distractor = concepts[: hops + 1], concepts[-1]
+    concepts = rng.sample(_CONCEPTS, hops + 3)
+    chain, (distractor, distractor_parent) = concepts[: hops + 1], concepts[hops + 1 :]
     target, other = rng.sample(_ADJECTIVES, 2)
     negated, query_negated = rng.random() < 0.5, rng.random() < 0.5
     name = rng.choice(_NAMES)
@@ -410,7 +489,7 @@ def make_logic_problem(rng: random.Random, min_hops: int = 2, max_hops: int = 5)
     property_fact = f"Every {chain[-1]} is {_is(target, negated)}."
     distractors = [
         f"Every {distractor} is {_is(target, not negated)}.",
-        f"Every {distractor} is {_a(rng.choice(chain[1:]))}.",
+        f"Every {distractor} is {_a(distractor_parent)}.",
         f"Every {rng.choice(chain[:-1])} is {_is(other, rng.random() < 0.5)}.",
     ]
     facts = [*is_a, property_fact, *distractors]
@@ -459,21 +538,69 @@ def cached_documents(kind: str, n: int, seed: int, cache_dir: str | os.PathLike 
 
 
 # ---------------------------------------------------------------------------------------------- datasets
-class BlockDataset(Dataset):
-    """Packed blocks ``(n, T)``; a batch is gathered with one index op and returned as a dict."""
+def block_batch(blocks: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A training batch from gathered blocks: ``labels`` is its own copy of ``input_ids`` (never an alias,
+    so a method may write -100 into the labels in place)."""
+    return {**blocks, "labels": blocks["input_ids"].clone()}
 
-    def __init__(self, blocks: torch.Tensor) -> None:
+
+class BlockDataset(Dataset):
+    """Packed blocks (a dict of ``(n, T)`` tensors, see ``TokenStream.pack``); a batch is gathered with one
+    index op."""
+
+    def __init__(self, blocks: dict[str, torch.Tensor]) -> None:
         self.blocks = blocks
 
     def __len__(self) -> int:
-        return len(self.blocks)
+        return len(self.blocks["input_ids"])
 
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
         return self.__getitems__([index])
 
     def __getitems__(self, indices: Sequence[int]) -> dict[str, torch.Tensor]:
-        block = self.blocks[torch.as_tensor(indices, dtype=torch.long)]
-        return {"input_ids": block, "labels": block}
+        index = torch.as_tensor(indices, dtype=torch.long)
+        return block_batch({key: value[index] for key, value in self.blocks.items()})
+
+
+def mixture_rows(sizes: Sequence[int], weights: Sequence[float], seed: int) -> torch.Tensor:
+    """Rows into the concatenation of sources of ``sizes`` blocks for one epoch of ``sum(sizes)`` rows in
+    which source i holds its share ``w_i / Σw`` (rounded by largest remainders): a seeded permutation of its
+    blocks, cycled when the share exceeds its size (upsampling) and cut when below (downsampling)."""
+    total = sum(sizes)
+    shares = torch.tensor(weights, dtype=torch.float64) / sum(weights) * total
+    counts = shares.floor().long()
+    counts[torch.argsort(shares - counts, descending=True)[: total - int(counts.sum())]] += 1
+    generator = torch.Generator().manual_seed(seed)
+    rows, start = [], 0
+    for size, count in zip(sizes, counts.tolist()):
+        if count and not size:
+            raise LitlabError("a corpus with a positive weight holds no training block; enlarge it")
+        if count:
+            order = torch.cat([torch.randperm(size, generator=generator) for _ in range(-(-count // size))])
+            rows.append(order[:count] + start)
+        start += size
+    return torch.cat(rows)
+
+
+class MixtureShuffle(Sampler[int]):
+    """The training order of a weighted mixture: each epoch a fresh ``mixture_rows`` draw, shuffled, both
+    seeded by ``(seed, epoch)`` only (Lightning calls ``set_epoch``), so a downsampled source shows other
+    blocks in the next epoch and a resumed run draws the batches of an uninterrupted one."""
+
+    def __init__(self, sizes: Sequence[int], weights: Sequence[float], seed: int) -> None:
+        self.sizes, self.weights, self.seed, self.epoch = list(sizes), list(weights), seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __iter__(self) -> Iterator[int]:
+        seed = self.seed * 1_000_003 + self.epoch
+        rows = mixture_rows(self.sizes, self.weights, seed)
+        order = torch.randperm(len(rows), generator=torch.Generator().manual_seed(seed + 1))
+        return iter(rows[order].tolist())
+
+    def __len__(self) -> int:
+        return sum(self.sizes)
 
 
 class StreamingBlocks(IterableDataset):
@@ -516,59 +643,97 @@ class StreamingBlocks(IterableDataset):
         with open(self.path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
             offsets = chunk_offsets(data, self.start, self.end, self.chunk_bytes)
             chunks = list(itertools.pairwise(offsets))
-            pending: list[torch.Tensor] = []
+            pending: list[dict[str, torch.Tensor]] = []
             for epoch in itertools.count():
                 rng = random.Random(self.seed + 7919 * epoch + consumer)
                 order = list(range(consumer, len(chunks), n_consumers))
                 if self.shuffle:
                     rng.shuffle(order)
-                carry = torch.zeros(0, dtype=torch.long)
+                carry = encode_texts(self.tokenizer, [])
                 for index in order:
-                    tokens = torch.cat([carry, encode_bytes(self.tokenizer, data, *chunks[index])])
-                    blocks = pack_blocks(tokens, self.block_size)
-                    carry = tokens[len(blocks) * self.block_size :]
+                    tokens = TokenStream.cat([carry, encode_bytes(self.tokenizer, data, *chunks[index])])
+                    blocks = tokens.pack(self.block_size)
+                    n_blocks = len(blocks["input_ids"])
+                    carry = tokens[n_blocks * self.block_size :]
                     if self.shuffle:
                         generator = torch.Generator().manual_seed(rng.getrandbits(62))
-                        blocks = blocks[torch.randperm(len(blocks), generator=generator)]
-                    pending.extend(blocks)
+                        permutation = torch.randperm(n_blocks, generator=generator)
+                        blocks = {key: value[permutation] for key, value in blocks.items()}
+                    pending.extend({key: value[i] for key, value in blocks.items()} for i in range(n_blocks))
                     while len(pending) >= self.batch_size:
-                        batch = torch.stack(pending[: self.batch_size])
+                        yield block_batch(_stack(pending[: self.batch_size]))
                         del pending[: self.batch_size]
-                        yield {"input_ids": batch, "labels": batch}
                 if not self.infinite:
                     break
             if pending:  # the last, partial batch of a finite pass
-                batch = torch.stack(pending)
-                yield {"input_ids": batch, "labels": batch}
+                yield block_batch(_stack(pending))
+
+
+def _stack(rows: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    return {key: torch.stack([row[key] for row in rows]) for key in rows[0]}
+
+
+# --------------------------------------------------------------------------------------------- sources
+@dataclass
+class Source:
+    """One corpus of a data module, cut into train/val/test: documents (procedural, JSONL) or a text file's
+    byte ranges. ``records[split][i]`` describes document i of a split (its text and JSONL fields, or the
+    file's byte range)."""
+
+    name: str
+    records: list[list[dict[str, Any]]]
+    path: Path | None = None
+    offsets: list[int] | None = None
+
+    def texts(self, split: int) -> list[str]:
+        return [record["text"] for record in self.records[split]]
+
+
+def split_documents(records: list[dict[str, Any]], fractions: Sequence[float], name: str) -> list[list]:
+    """Train/val/test by index: the last ``fractions[1:]`` shares (rounded down, at least one each)."""
+    sizes = [math.floor(f * len(records)) for f in fractions[1:]]
+    if min(sizes) == 0:
+        raise LitlabError(f"{name}: {len(records)} documents are too few for non-empty val and test splits")
+    n_train = len(records) - sum(sizes)
+    return [records[:n_train], records[n_train : n_train + sizes[0]], records[n_train + sizes[0] :]]
 
 
 # -------------------------------------------------------------------------------------------- datamodule
 class TextDataModule(GlobalBatchDataModule):
-    """Packed language-modelling blocks from a text file or a procedural corpus, with its BPE tokenizer.
+    """Packed language-modelling blocks from text files, procedural corpora, JSONL documents or a weighted
+    mixture of them, with their tokenizer.
 
     Args:
         corpus: ``tinyshakespeare``, a procedural kind (``entities``, ``arithmetic``, ``prontoqa``,
-            ``mixed``) or the path of a UTF-8 text file.
-        root: folder holding the named file (default: ``$LITLAB_DATA_ROOT/text``, then the shipped copy).
+            ``mixed``), the path of a ``.jsonl`` file of documents or of a UTF-8 text file; or a list of
+            these, mixed by ``weights``.
+        weights: for a list of corpora, each one's share of the training blocks of an epoch (normalised;
+            an epoch has as many blocks as all sources together, drawn anew each epoch, see
+            ``MixtureShuffle``). Val and test take every source whole.
+        text_field: the field holding a document's text in JSONL records.
+        root: folder holding named and relative files (default: ``$LITLAB_DATA_ROOT/text``, then the
+            shipped copy).
         n_documents: documents generated for a procedural corpus.
         vocab_size: size of the byte-level BPE trained (and cached) on the train split.
         tokenizer_path: use this saved tokenizer instead (a checkpoint folder; set it when fine-tuning).
         block_size: tokens per training sequence.
         batch_size: the global batch; ``eval_batch_size`` defaults to it.
-        val_fraction, test_fraction: shares of the corpus (bytes of a file, documents of a procedural corpus).
-        tokenizer_train_bytes: at most this many bytes of the train split train the tokenizer.
-        streaming: read a file chunk by chunk (for files too large for memory); training then cycles
-            forever, so set ``trainer.max_steps``.
+        val_fraction, test_fraction: shares of each corpus (bytes of a file, documents otherwise).
+        tokenizer_train_bytes: at most this many bytes of a file's train split train the tokenizer.
+        streaming: read a single text file chunk by chunk (for files too large for memory); training
+            then cycles forever, so set ``trainer.max_steps``.
         chunk_bytes: chunk size of streaming reads.
         cache_dir: tokenizer and procedural-corpus cache (default ``$LITLAB_CACHE`` or ~/.cache/litlab).
         corpus_seed: seeds the procedural generators (kept apart from ``seed`` so that runs with different
             seeds train on the same corpus).
-        seed: seeds the shuffling of training blocks.
+        seed: seeds the shuffling of training blocks and the choice of repeated blocks in a mixture.
     """
 
     def __init__(
         self,
-        corpus: str = "tinyshakespeare",
+        corpus: str | Sequence[str] = "tinyshakespeare",
+        weights: Sequence[float] | None = None,
+        text_field: str = "text",
         root: str | None = None,
         n_documents: int = 6000,
         vocab_size: int = 1024,
@@ -588,89 +753,126 @@ class TextDataModule(GlobalBatchDataModule):
     ) -> None:
         super().__init__(batch_size, num_workers)
         if not (val_fraction > 0 and test_fraction > 0 and val_fraction + test_fraction < 1):
-            raise ValueError(
+            raise ConfigError(
                 f"val_fraction={val_fraction}, test_fraction={test_fraction} leave no train split"
             )
-        if streaming and corpus in PROCEDURAL_KINDS:
-            raise LitlabError("streaming=true reads a text file; procedural corpora are held in memory")
+        corpora = [corpus] if isinstance(corpus, str) else list(corpus)
+        if not corpora:
+            raise ConfigError("data.corpus is an empty list; name at least one corpus")
+        if weights is None and len(corpora) > 1:
+            raise ConfigError(f"data.corpus lists {len(corpora)} corpora; give data.weights, one per corpus")
+        if weights is not None and (len(weights) != len(corpora) or min(weights) < 0 or not sum(weights) > 0):
+            raise ConfigError(
+                f"data.weights={list(weights)} must hold one non-negative weight per corpus "
+                f"({len(corpora)}) with a positive sum"
+            )
+        if streaming and (len(corpora) > 1 or _is_documents(corpora[0])):
+            raise ConfigError("streaming=true reads one text file; documents and mixtures are held in memory")
         self.save_hyperparameters(logger=False)
-        self.corpus, self.root, self.n_documents = corpus, root, n_documents
+        self.corpora, self.weights, self.text_field = corpora, weights, text_field
+        self.root, self.n_documents = root, n_documents
         self.vocab_size, self.tokenizer_path, self.block_size = vocab_size, tokenizer_path, block_size
         self.eval_batch_size = eval_batch_size or batch_size
         self.fractions = (1 - val_fraction - test_fraction, val_fraction, test_fraction)
-        self.tokenizer_train_bytes, self.streaming, self.chunk_bytes = (
-            tokenizer_train_bytes,
-            streaming,
-            chunk_bytes,
-        )
-        self.cache_dir, self.corpus_seed, self.seed = cache_dir, corpus_seed, seed
+        self.tokenizer_train_bytes, self.streaming = tokenizer_train_bytes, streaming
+        self.chunk_bytes, self.cache_dir = chunk_bytes, cache_dir
+        self.corpus_seed, self.seed = corpus_seed, seed
         self.tokenizer: PreTrainedTokenizerBase | None = None
+        self.sources: list[Source] = []
+        self.documents: dict[str, list[dict[str, Any]]] = {}
+        self.datasets: list[BlockDataset] = []
+        self.train_sizes: list[int] = []  # training blocks per source (a mixture's shares are of these)
 
     # -- corpus
-    def _documents(self) -> list[list[str]]:
-        """Procedural corpora: the train, val and test documents."""
-        documents = cached_documents(self.corpus, self.n_documents, self.corpus_seed, self.cache_dir)
-        sizes = [math.floor(f * len(documents)) for f in self.fractions[1:]]
-        if min(sizes) == 0:
-            raise ValueError(f"n_documents={self.n_documents} is too few for non-empty val and test splits")
-        n_train = len(documents) - sum(sizes)
-        return [documents[:n_train], documents[n_train : n_train + sizes[0]], documents[n_train + sizes[0] :]]
-
-    def _file(self) -> Path:
-        return text_file(self.corpus, self.root)
-
-    def _tokenizer_texts(self, data: bytes | mmap.mmap, train_end: int) -> list[str]:
-        end = find_boundary(data, min(train_end, self.tokenizer_train_bytes), train_end)
-        offsets = chunk_offsets(data, 0, end, self.chunk_bytes)
-        return [bytes(data[a:b]).decode("utf-8") for a, b in itertools.pairwise(offsets)]
-
-    def _load_tokenizer(self, train_texts: Sequence[str]) -> PreTrainedTokenizerBase:
-        if self.tokenizer_path:
-            return load_tokenizer(self.tokenizer_path)
-        return cached_bpe(train_texts, self.vocab_size, self.cache_dir)
-
-    def prepare_data(self) -> None:
-        """Generate the procedural corpus and train the tokenizer once (both cached) on the main process."""
-        self._prepare()
-
-    def _prepare(self) -> tuple[PreTrainedTokenizerBase, list[list[str]] | None, list[int] | None]:
-        if self.corpus in PROCEDURAL_KINDS:
-            splits = self._documents()
-            return self._load_tokenizer(splits[0]), splits, None
-        path = self._file()
+    def _source(self, name: str) -> Source:
+        if name in PROCEDURAL_KINDS:
+            texts = cached_documents(name, self.n_documents, self.corpus_seed, self.cache_dir)
+            records = [{"source": name, "text": text} for text in texts]
+            return Source(name, split_documents(records, self.fractions, name))
+        path = text_file(name, self.root)
+        if path.suffix == ".jsonl":
+            records = [{"source": name, **r} for r in read_jsonl(path, self.text_field)]
+            for record in records:
+                record["text"] = record.pop(self.text_field)
+            return Source(name, split_documents(records, self.fractions, name))
         if path.stat().st_size == 0:
             raise LitlabError(f"{path} is empty; give a UTF-8 text file with content")
         with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
             offsets = split_offsets(data, self.fractions)
-            texts = None if self.tokenizer_path else self._tokenizer_texts(data, offsets[1])
-        return self._load_tokenizer(texts or []), None, offsets
+        records = [[{"source": name, "start": a, "end": b}] for a, b in itertools.pairwise(offsets)]
+        return Source(name, records, path, offsets)
+
+    def _tokenizer_texts(self, source: Source) -> list[str]:
+        if source.path is None:
+            return source.texts(0)
+        with (
+            open(source.path, "rb") as handle,
+            mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data,
+        ):
+            train_end = source.offsets[1]
+            end = find_boundary(data, min(train_end, self.tokenizer_train_bytes), train_end)
+            offsets = chunk_offsets(data, 0, end, self.chunk_bytes)
+            return [bytes(data[a:b]).decode("utf-8") for a, b in itertools.pairwise(offsets)]
+
+    def _prepare(self) -> PreTrainedTokenizerBase:
+        """Open every source (generating procedural corpora) and load or train the tokenizer (cached)."""
+        if self.tokenizer is None:
+            self.sources = [self._source(name) for name in self.corpora]
+            if self.tokenizer_path:
+                self.tokenizer = load_tokenizer(self.tokenizer_path)
+            else:
+                texts = [text for source in self.sources for text in self._tokenizer_texts(source)]
+                self.tokenizer = cached_bpe(texts, self.vocab_size, self.cache_dir)
+        return self.tokenizer
+
+    def prepare_data(self) -> None:
+        """Generate the procedural corpora and train the tokenizer once (both cached) on the main process."""
+        self._prepare()
+
+    def data_spec(self) -> dict[str, Any]:
+        """What the model is built from: the ``tokenizer`` (vocabulary, special ids, bytes per token) and
+        the ``block_size`` it must attend over."""
+        return {"tokenizer": self._prepare(), "block_size": self.block_size}
+
+    def _encode(self, source: Source, split: int, first_doc: int) -> TokenStream:
+        if source.path is None:
+            return encode_texts(self.tokenizer, source.texts(split), self.tokenizer.eos_token_id, first_doc)
+        with (
+            open(source.path, "rb") as handle,
+            mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data,
+        ):
+            return encode_bytes(self.tokenizer, data, *source.offsets[split : split + 2], doc_id=first_doc)
 
     def setup(self, stage: str | None = None) -> None:
-        if self.tokenizer is not None:
+        if self.datasets or (self.streaming and self.documents):
             return
-        tokenizer, splits, offsets = self._prepare()
-        self.token_bytes = token_byte_lengths(tokenizer)
-        if splits is not None:
-            ids = [encode_texts(tokenizer, docs, tokenizer.eos_token_id) for docs in splits]
-            self.datasets = [BlockDataset(pack_blocks(i, self.block_size)) for i in ids]
-        elif not self.streaming:
-            data = self._file().read_bytes()
-            ids = [encode_bytes(tokenizer, data, a, b) for a, b in itertools.pairwise(offsets)]
-            self.datasets = [BlockDataset(pack_blocks(i, self.block_size)) for i in ids]
-        else:
-            self.offsets = offsets
-        if not self.streaming and min(len(d) for d in self.datasets) == 0:
+        self._prepare()
+        self.documents = {
+            name: [r for s in self.sources for r in s.records[i]] for i, name in enumerate(SPLITS)
+        }
+        if self.streaming:
+            return
+        for split in range(3):
+            first_docs = itertools.accumulate((len(s.records[split]) for s in self.sources), initial=0)
+            packed = [
+                self._encode(s, split, d).pack(self.block_size) for s, d in zip(self.sources, first_docs)
+            ]
+            blocks = {key: torch.cat([p[key] for p in packed]) for key in packed[0]}
+            if split == 0:
+                self.train_sizes = [len(p["input_ids"]) for p in packed]
+            self.datasets.append(BlockDataset(blocks))
+        if min(len(d) for d in self.datasets) == 0:
             raise LitlabError(
-                f"a split of {self.corpus} holds fewer than block_size={self.block_size} tokens; use a "
-                "larger corpus (n_documents) or a smaller block_size"
+                f"a split of {', '.join(self.corpora)} holds fewer than block_size={self.block_size} tokens; "
+                "use a larger corpus (n_documents) or a smaller block_size"
             )
-        self.tokenizer = tokenizer
 
     # -- loaders
     def _streaming(self, split: int, batch_size: int, train: bool) -> DataLoader:
         trainer = self.trainer
+        source = self.sources[0]
         dataset = StreamingBlocks(
-            self._file(), self.offsets[split], self.offsets[split + 1], self.tokenizer, self.block_size,
+            source.path, source.offsets[split], source.offsets[split + 1], self.tokenizer, self.block_size,
             batch_size, self.chunk_bytes, shuffle=train, infinite=train, seed=self.seed,
             rank=trainer.global_rank if trainer else 0, world_size=self.world_size,
         )  # fmt: skip
@@ -682,7 +884,14 @@ class TextDataModule(GlobalBatchDataModule):
     def train_dataloader(self) -> DataLoader:
         if self.streaming:
             return self._streaming(0, self.per_device_batch_size, train=True)
-        return batch_loader(self.datasets[0], self.per_device_batch_size, True, self.seed, self.num_workers)
+        batch = self.per_device_batch_size
+        if self.weights is None:
+            return batch_loader(self.datasets[0], batch, True, self.seed, self.num_workers)
+        sampler = MixtureShuffle(self.train_sizes, self.weights, self.seed)
+        return DataLoader(
+            self.datasets[0], batch_size=batch, sampler=sampler, collate_fn=batch_collate,
+            num_workers=self.num_workers, persistent_workers=self.num_workers > 0,
+        )  # fmt: skip
 
     def val_dataloader(self) -> DataLoader:
         if self.streaming:
@@ -693,3 +902,7 @@ class TextDataModule(GlobalBatchDataModule):
         if self.streaming:
             return self._streaming(2, self._eval_batch(), train=False)
         return batch_loader(self.datasets[2], self._eval_batch(), False, self.seed, self.num_workers)
+
+
+def _is_documents(name: str) -> bool:
+    return name in PROCEDURAL_KINDS or name.endswith(".jsonl")

@@ -12,12 +12,14 @@ import hashlib
 import json
 import os
 import tempfile
+import weakref
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 
+import numpy as np
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import Encoding, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from litlab.core.errors import LitlabError
@@ -191,22 +193,122 @@ def _byte_decoder() -> dict[str, int]:
     return {chr(symbol): byte for symbol, byte in zip(symbols, codes)}
 
 
+def _components(node: object, kind: str) -> list[dict]:
+    """Every ``{"type": kind, ...}`` object in a tokenizer.json subtree (Sequences are searched through)."""
+    if isinstance(node, dict):
+        found = [node] if node.get("type") == kind else []
+        return found + [c for value in node.values() for c in _components(value, kind)]
+    if isinstance(node, list):
+        return [c for value in node for c in _components(value, kind)]
+    return []
+
+
+def _state(tokenizer: PreTrainedTokenizerBase | Tokenizer) -> dict:
+    backend = tokenizer if isinstance(tokenizer, Tokenizer) else tokenizer.backend_tokenizer
+    return json.loads(backend.to_str())
+
+
+def is_byte_level(tokenizer: PreTrainedTokenizerBase | Tokenizer) -> bool:
+    """True when tokens are byte strings in GPT-2's alphabet and no normaliser rewrites the text, so that
+    every token stands for a fixed byte string (GPT-2, Llama-3, our BPEs; not Qwen2's NFC, SentencePiece
+    or WordPiece)."""
+    state = _state(tokenizer)
+    return state.get("normalizer") is None and bool(_components(state.get("decoder"), "ByteLevel"))
+
+
+def _specials(tokenizer: PreTrainedTokenizerBase) -> set[int]:
+    return set(tokenizer.all_special_ids) | set(tokenizer.added_tokens_decoder)
+
+
 def token_byte_lengths(tokenizer: PreTrainedTokenizerBase) -> torch.Tensor:
     """``(vocab,)`` long: the UTF-8 bytes each token stands for; special/added tokens count 0.
 
-    Byte-level BPE is exact (symbols map to bytes); other tokenizers fall back to the decoded string,
-    which is exact for whole-character tokens. Bits per byte divides by these counts.
+    Exact for byte-level tokenizers (``is_byte_level``). For the others it is the length of a token in the
+    middle of a text: SentencePiece's "▁" counts as the space it replaces and a byte-fallback ``<0xNN>``
+    as one byte, WordPiece's "##" and BPE's continuing/end-of-word markers count nothing. Those tokenizers
+    also drop or rewrite text (dummy prefixes, normalisers, WordPiece's spaces), so exact byte totals
+    of a text come from ``byte_counts``, which reads the encoding's offsets.
     """
     vocab = tokenizer.get_vocab()
     lengths = torch.zeros(max(len(tokenizer), max(vocab.values()) + 1), dtype=torch.long)
-    specials = set(tokenizer.all_special_ids) | set(tokenizer.added_tokens_decoder)
-    table = _byte_decoder()
-    byte_level = all(ch in table for token, index in vocab.items() if index not in specials for ch in token)
+    specials = _specials(tokenizer)
+    if is_byte_level(tokenizer):
+        table = _byte_decoder()
+        for token, index in vocab.items():
+            if index not in specials:
+                lengths[index] = sum(ch in table for ch in token)
+        return lengths
+    state = _state(tokenizer)
+    model = state["model"]
+    prefix = model.get("continuing_subword_prefix") or ""
+    suffix = model.get("end_of_word_suffix") or ""
+    # SentencePiece's space symbol: a Metaspace replacement, or what the decoder replaces by " " (Llama-2).
+    spaces = {m["replacement"] for m in _components(state, "Metaspace")}
+    replaced = _components(state.get("decoder"), "Replace")
+    spaces |= {
+        r["pattern"]["String"] for r in replaced if r.get("content") == " " and "String" in r["pattern"]
+    }
+    byte_fallback = bool(model.get("byte_fallback"))
     for token, index in vocab.items():
         if index in specials:
             continue
-        if byte_level:
-            lengths[index] = len(token)
-        else:
-            lengths[index] = len(tokenizer.decode([index]).encode("utf-8"))
+        if byte_fallback and len(token) == 6 and token.startswith("<0x") and token.endswith(">"):
+            lengths[index] = 1
+            continue
+        if prefix and token.startswith(prefix) and len(token) > len(prefix):
+            token = token[len(prefix) :]
+        if suffix and token.endswith(suffix) and len(token) > len(suffix):
+            token = token[: -len(suffix)]
+        for space in spaces:
+            token = token.replace(space, " ")
+        lengths[index] = len(token.encode("utf-8"))
     return lengths
+
+
+_TABLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _byte_level_table(tokenizer: PreTrainedTokenizerBase) -> torch.Tensor | None:
+    """``token_byte_lengths`` of a byte-level tokenizer, None for others; remembered per tokenizer (and
+    vocabulary size), since streaming asks once per chunk."""
+    cached = _TABLES.get(tokenizer)
+    if cached is None or cached[0] != len(tokenizer):
+        cached = (len(tokenizer), token_byte_lengths(tokenizer) if is_byte_level(tokenizer) else None)
+        _TABLES[tokenizer] = cached
+    return cached[1]
+
+
+def _char_byte_offsets(text: str) -> np.ndarray:
+    """``(len(text) + 1,)``: the UTF-8 byte offset of every character boundary of ``text``."""
+    codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+    widths = 1 + (codes >= 0x80).astype(np.int64) + (codes >= 0x800) + (codes >= 0x10000)
+    return np.concatenate([[0], np.cumsum(widths)])
+
+
+def byte_counts(
+    tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], encodings: Sequence[Encoding] | None = None
+) -> list[torch.Tensor]:
+    """Per text, ``(n_tokens,)`` long: the UTF-8 bytes of the text each token accounts for, summing to the
+    text's byte length exactly whatever the tokenizer (bits per byte divides by these).
+
+    Byte-level tokenizers use ``token_byte_lengths``. Otherwise token i accounts for the text from the end
+    of token i − 1 to its own end (the encoding's offsets), so text a tokenizer drops or rewrites (spaces
+    in WordPiece, a normaliser's changes, SentencePiece's dummy prefix) is charged to the next token and
+    trailing text to the last one. Pass ``encodings`` (``encode_batch(texts, add_special_tokens=False)``)
+    to reuse them.
+    """
+    if encodings is None:
+        encodings = tokenizer.backend_tokenizer.encode_batch(list(texts), add_special_tokens=False)
+    table = _byte_level_table(tokenizer)
+    if table is not None:
+        return [table[torch.tensor(e.ids, dtype=torch.long)] for e in encodings]
+    counts = []
+    for text, encoding in zip(texts, encodings):
+        if not encoding.ids:
+            counts.append(torch.zeros(0, dtype=torch.long))
+            continue
+        boundaries = _char_byte_offsets(text)
+        ends = np.maximum.accumulate(np.asarray(encoding.offsets, dtype=np.int64)[:, 1])
+        ends[-1] = len(text)
+        counts.append(torch.from_numpy(np.diff(boundaries[ends], prepend=0)))
+    return counts

@@ -1,5 +1,6 @@
-"""Byte-level BPE: round trips on any text, the content-keyed cache, exact byte counts, and the subset
-property of students made of a teacher's first N merges."""
+"""Byte-level BPE: round trips on any text, the content-keyed cache, exact byte counts for every tokenizer
+family (byte-level, SentencePiece-style, WordPiece, built locally), and the subset property of students
+made of a teacher's first N merges."""
 
 from __future__ import annotations
 
@@ -13,13 +14,24 @@ import litlab.datamodules.tokenizers as tokenizers
 from litlab.datamodules.tokenizers import (
     SPECIAL_TOKENS,
     bpe_merges,
+    byte_counts,
     cached_bpe,
+    is_byte_level,
     load_tokenizer,
     student_decomposition,
     subset_tokenizer,
     token_byte_lengths,
     tokenizer_cache_path,
 )
+from tests.lm.local_tokenizers import sentencepiece_bpe, sentencepiece_unigram, wordpiece
+
+FAMILIES = {"sentencepiece_bpe": sentencepiece_bpe, "unigram": sentencepiece_unigram, "wordpiece": wordpiece}
+TEXTS = [
+    "Hello world, the torches burn so bright.",
+    "  ROMEO:  O, she doth\n\tteach é 日本 😀  ",
+    "x",
+    "ÜNÏCÖDÉ Àccents   and\r\n\nnewlines ﬁ ①",  # BERT's normaliser strips accents, NFKC rewrites ﬁ and ①
+]
 
 
 def random_strings(corpus: str, n: int, seed: int) -> list[str]:
@@ -105,3 +117,36 @@ def test_subset_student_encodes_as_concatenated_teacher_tokens(
 def test_subset_rejects_more_merges_than_the_teacher_has(tokenizer: PreTrainedTokenizerBase) -> None:
     with pytest.raises(ValueError, match="n_merges"):
         subset_tokenizer(tokenizer, len(bpe_merges(tokenizer)) + 1)
+
+
+@pytest.fixture(scope="module")
+def families(shakespeare: str) -> dict[str, PreTrainedTokenizerBase]:
+    return {name: build(shakespeare[:30_000]) for name, build in FAMILIES.items()}
+
+
+@pytest.mark.parametrize("family", [*FAMILIES, "byte_level"])
+def test_byte_counts_sum_to_the_text_for_every_tokenizer_family(
+    families: dict, tokenizer: PreTrainedTokenizerBase, shakespeare: str, family: str
+) -> None:
+    model = tokenizer if family == "byte_level" else families[family]
+    assert is_byte_level(model) == (family == "byte_level")
+    texts = TEXTS + random_strings(shakespeare, 150, seed=11)
+    for text, counts in zip(texts, byte_counts(model, texts)):
+        ids = model.encode(text, add_special_tokens=False)
+        assert len(counts) == len(ids) and (counts >= 0).all()
+        assert int(counts.sum()) == len(text.encode("utf-8")), (family, text)
+
+
+def test_per_token_bytes_follow_each_family_s_markers(families: dict) -> None:
+    """Mid-text lengths: SentencePiece's "▁" is a space byte and <0xNN> one byte; WordPiece's "##" is none."""
+    sp, wp = families["sentencepiece_bpe"], families["wordpiece"]
+    lengths = token_byte_lengths(sp)
+    for token, index in sp.get_vocab().items():
+        if token.startswith("<0x"):
+            assert lengths[index] == 1
+        elif index not in sp.added_tokens_decoder:
+            assert lengths[index] == len(token.replace("▁", " ").encode()), token
+    assert lengths[sp.convert_tokens_to_ids("▁the")] == 4
+    lengths = token_byte_lengths(wp)
+    pieces = [(t, i) for t, i in wp.get_vocab().items() if t.startswith("##")]
+    assert pieces and all(lengths[i] == len(t[2:].encode()) for t, i in pieces)

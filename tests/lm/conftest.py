@@ -1,4 +1,4 @@
-"""Fixtures of the LM tests: tiny LLaMA models for the session tokenizer (seconds to build)."""
+"""Fixtures of the LM tests: tiny LLaMA and GPT-2 models for the session tokenizer (seconds to build)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 import torch
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedModel, PreTrainedTokenizerBase
 
 from litlab.lm.models import build_lm, llama_config
 
@@ -29,3 +29,14 @@ def tiny_lm(tokenizer: PreTrainedTokenizerBase) -> Callable[..., PreTrainedModel
         return build_lm(config, objective).eval()
 
     return make
+
+
+@pytest.fixture
+def gpt2_lm(tokenizer: PreTrainedTokenizerBase) -> PreTrainedModel:
+    """A seeded 2-layer GPT-2 (learned absolute positions) built locally from a config, in eval mode."""
+    torch.manual_seed(0)
+    config = GPT2Config(
+        vocab_size=len(tokenizer), n_embd=32, n_layer=2, n_head=4, n_positions=128, initializer_range=0.2,
+        bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id,
+    )  # fmt: skip
+    return GPT2LMHeadModel(config).eval()

@@ -1,5 +1,7 @@
-"""Generation and scoring against naive references: cached greedy decoding = argmax loop, seeded sampling,
-token log-probs, continuation scores under padding, and LLaDA's sampler = a per-row reference loop."""
+"""Sampling and scoring of causal LMs against naive references: cached greedy decoding = an argmax loop,
+left padding = no padding (Llama and GPT-2), seeded sampling, several samples per prompt, log-probs =
+a full recomputation at the sampling temperature, EOS and stop strings with the end-of-text mask, and
+diffusion models refused."""
 
 from __future__ import annotations
 
@@ -7,16 +9,20 @@ from collections.abc import Callable
 
 import pytest
 import torch
-from transformers import PreTrainedTokenizerBase
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from litlab.core.errors import LitlabError
+from litlab.lm.decoding import DecodeState
+from litlab.lm.evaluation import exact_match, multiple_choice
 from litlab.lm.generation import (
-    diffusion_generate,
+    encode_prompts,
     generate,
     generate_text,
     pad_sequences,
+    sample,
+    sample_text,
     score_continuations,
     token_logprobs,
-    transfer_counts,
 )
 
 
@@ -26,25 +32,41 @@ def peaky(tiny_lm: Callable) -> Callable:
     return lambda objective="causal", seed=0: tiny_lm(objective, seed, initializer_range=0.3)
 
 
-def test_greedy_with_kv_cache_equals_an_argmax_loop(peaky: Callable) -> None:
-    model = peaky()
+@pytest.fixture(params=["llama", "gpt2"])
+def causal(request: pytest.FixtureRequest, peaky: Callable, gpt2_lm: PreTrainedModel) -> PreTrainedModel:
+    """A Llama (rotary, relative positions) and a GPT-2 (absolute positions)."""
+    return peaky() if request.param == "llama" else gpt2_lm
+
+
+def test_greedy_with_kv_cache_equals_an_argmax_loop(causal: PreTrainedModel) -> None:
     prompt = torch.tensor([[5, 17, 99, 230], [44, 8, 301, 12]])
-    output = generate(model, prompt, max_new_tokens=12, eos_token_id=None)
+    output = generate(causal, prompt, max_new_tokens=12)
     x = prompt
     with torch.no_grad():
         for _ in range(12):
-            x = torch.cat([x, model(input_ids=x).logits[:, -1].argmax(-1, keepdim=True)], 1)
+            x = torch.cat([x, causal(input_ids=x).logits[:, -1].argmax(-1, keepdim=True)], 1)
     assert torch.equal(output, x)
 
 
 def test_left_padded_prompts_generate_as_if_alone(
-    peaky: Callable, tokenizer: PreTrainedTokenizerBase
+    causal: PreTrainedModel, tokenizer: PreTrainedTokenizerBase
 ) -> None:
-    model = peaky()
     prompts = ["ROMEO: What light", "KING"]
-    together = generate_text(model, tokenizer, prompts, max_new_tokens=8, eos_token_id=None)
-    alone = [generate_text(model, tokenizer, [p], max_new_tokens=8, eos_token_id=None)[0] for p in prompts]
+    together = generate_text(causal, tokenizer, prompts, max_new_tokens=8, eos_token_id=None)
+    alone = [generate_text(causal, tokenizer, [p], max_new_tokens=8, eos_token_id=None)[0] for p in prompts]
     assert together == alone
+
+
+def test_token_logprobs_ignore_left_padding(causal: PreTrainedModel) -> None:
+    """The issue's defect: GPT-2's absolute positions were shifted by left padding (Llama's rotary ones are
+    relative, so it was unaffected)."""
+    rows = [[4, 9, 33, 7, 100, 41], [8, 21, 5]]
+    ids, mask = pad_sequences(rows, pad_id=1, side="left")
+    with torch.no_grad():
+        padded = token_logprobs(causal, ids, mask)
+        alone = token_logprobs(causal, torch.tensor([rows[1]]))
+    assert torch.allclose(padded[1, -2:], alone[0], atol=1e-5)
+    assert (padded[1, :3] == 0).all()
 
 
 def test_sampling_is_seeded_and_leaves_the_global_rng_alone(peaky: Callable) -> None:
@@ -63,6 +85,88 @@ def test_sampling_is_seeded_and_leaves_the_global_rng_alone(peaky: Callable) -> 
     assert len({tuple(row.tolist()) for row in first}) > 1  # rows of one batch draw different samples
 
 
+@pytest.mark.parametrize("temperature", [0.0, 0.7, 1.3])
+def test_sampled_logprobs_equal_a_recomputation_at_the_temperature(
+    causal: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, temperature: float
+) -> None:
+    """What a GRPO loss needs: the old-policy log-probs of the sampled tokens (softmax(logits / T), T = 1
+    for greedy) equal token_logprobs on the returned sequences, row by row, under the end-of-text mask."""
+    ids, mask = encode_prompts(tokenizer, ["ROMEO:", "To be, or not to be"])
+    eos = int(generate(causal, ids, mask, max_new_tokens=3)[0, -1])  # row 0 ends at its third token
+    out = sample(
+        causal,
+        ids,
+        mask,
+        10,
+        num_samples=3,
+        temperature=temperature,
+        eos_token_id=eos,
+        pad_token_id=1,
+        seed=3,
+    )
+    assert out.prompt_index.tolist() == [0, 0, 0, 1, 1, 1]
+    assert torch.equal(out.sequences[:, : ids.shape[1]], ids.repeat_interleave(3, 0))
+    scale = temperature if temperature > 0 else 1.0
+    with torch.no_grad():
+        again = token_logprobs(causal, out.sequences, out.attention_mask, temperature=scale)
+    completion = again[:, ids.shape[1] - 1 :]
+    assert torch.allclose(completion * out.completion_mask, out.logprobs, atol=1e-4)
+    if temperature == 0:
+        assert out.completion_mask[0].tolist() == [True] * 3 + [False] * 7 and bool(out.finished[0])
+    ends = out.completion_mask.sum(1)
+    ended_with_eos = out.completion_ids[torch.arange(6), ends - 1] == eos
+    assert torch.equal(out.finished, ended_with_eos)
+    assert ((out.completion_ids == 1) | out.completion_mask).all()  # padding after the end
+
+
+def test_stop_strings_end_the_text_and_are_cut_off(
+    peaky: Callable, tokenizer: PreTrainedTokenizerBase
+) -> None:
+    model = peaky()
+    free, generation = sample_text(model, tokenizer, ["ROMEO:"], 24, temperature=0.0, eos_token_id=None)
+    tokens = generation.completion_ids[0].tolist()
+    pieces = [tokenizer.decode([t]) for t in tokens]
+    plain = [p.isascii() and p.isprintable() and p != "" for p in pieces]
+    start = next(i for i in range(len(tokens) - 3) if all(plain[i : i + 4]))
+    stop = "".join(pieces[start : start + 4])[1:-1]  # a stop string that cuts through token boundaries
+    texts, stopped = sample_text(
+        model,
+        tokenizer,
+        ["ROMEO:", f"KING {stop}"],
+        24,
+        temperature=0.0,
+        eos_token_id=None,
+        stop_strings=[stop],
+    )
+    assert texts[0] == free[0][: free[0].index(stop)] and bool(stopped.finished[0])
+    kept = stopped.completion_ids[0][stopped.completion_mask[0]]
+    assert tokens[: len(kept)] == kept.tolist()
+    assert stop in tokenizer.decode(kept) and stop not in tokenizer.decode(
+        kept[:-1]
+    )  # ends where it completes
+    alone = sample_text(model, tokenizer, [f"KING {stop}"], 24, temperature=0.0, eos_token_id=None)[0][0]
+    assert (
+        texts[1] == alone[: alone.find(stop)] if stop in alone else alone
+    )  # the prompt's copy is not matched
+    with pytest.raises(LitlabError, match="tokenizer"):
+        sample(model, torch.tensor([[5, 6]]), stop_strings=["x"])
+
+
+def test_top_k_and_top_p_filter_the_sampling_distribution(tiny_lm: Callable) -> None:
+    model = tiny_lm("causal")  # near-uniform next-token distribution over 600 ids
+    prompt = torch.full((3000, 1), 5)
+    drawn = generate(model, prompt, max_new_tokens=1, do_sample=True, seed=0)[:, 1]
+    assert len(drawn.unique()) > 400  # transformers' default top-50 filter would allow at most 50
+    top = generate(model, prompt, max_new_tokens=1, do_sample=True, top_k=10, seed=0)[:, 1]
+    assert len(top.unique()) <= 10
+    with torch.no_grad():
+        probs = model(input_ids=prompt[:1]).logits[0, -1].softmax(-1)
+    nucleus = generate(model, prompt, max_new_tokens=1, do_sample=True, top_p=0.1, seed=0)[:, 1]
+    ranked = probs.argsort(descending=True)
+    size = int((probs[ranked].cumsum(0) < 0.1).sum()) + 1  # the smallest set with mass ≥ 0.1
+    assert set(nucleus.tolist()) <= set(ranked[:size].tolist()) and len(nucleus.unique()) > size // 2
+
+
 def test_token_logprobs_match_log_softmax_and_zero_padding(peaky: Callable) -> None:
     model = peaky()
     ids, mask = pad_sequences([[4, 9, 33, 7, 100], [8, 21]], pad_id=1)
@@ -71,6 +175,8 @@ def test_token_logprobs_match_log_softmax_and_zero_padding(peaky: Callable) -> N
         reference = model(input_ids=ids[:1]).logits[0, :-1].log_softmax(-1)
     assert torch.allclose(logprobs[0], reference[torch.arange(4), ids[0, 1:]], atol=1e-5)
     assert (logprobs[1, 1:] == 0).all()
+    logprobs.sum().backward()  # gradients flow for policy-gradient losses
+    assert model.lm_head.weight.grad is not None
 
 
 def test_continuation_scores_are_padding_invariant(
@@ -88,80 +194,30 @@ def test_continuation_scores_are_padding_invariant(
         assert int(scores["n_tokens"][i]) == len(c) and int(scores["n_bytes"][i]) == len(
             continuation.encode()
         )
-    greedy = generate_text(model, tokenizer, ["ROMEO:"], max_new_tokens=4, eos_token_id=None)[0]
-    assert bool(score_continuations(model, tokenizer, ["ROMEO:"], [greedy])["greedy"][0])
+    for prompt in ("ROMEO:", "KING", "To be", "A horse", "First Citizen"):  # a greedy text that re-encodes
+        greedy = generate_text(model, tokenizer, [prompt], max_new_tokens=4, eos_token_id=None)[0]
+        ids = generate(model, torch.tensor([tokenizer.encode(prompt)]), max_new_tokens=4)[0, -4:]
+        if tokenizer.encode(greedy) == ids.tolist():
+            break
+    assert tokenizer.encode(greedy) == ids.tolist()
+    assert bool(score_continuations(model, tokenizer, [prompt], [greedy])["greedy"][0])
+    assert not bool(score_continuations(model, tokenizer, [prompt], [greedy + " x"])["greedy"][0])
 
 
-def test_transfer_counts_spread_the_remainder_over_the_first_steps() -> None:
-    assert transfer_counts(torch.tensor([10, 3, 0]), 4).tolist() == [[3, 3, 2, 2], [1, 1, 1, 0], [0, 0, 0, 0]]
-
-
-def _reference_llada(
-    model: torch.nn.Module, prompt: list[int], gen: int, steps: int, block: int, mask: int
-) -> list[int]:
-    """LLaDA's low-confidence remasking at temperature 0, one sequence, written with Python loops."""
-    x = prompt + [mask] * gen
-    per_block = steps // (gen // block)
-    for b in range(gen // block):
-        lo, hi = len(prompt) + b * block, len(prompt) + (b + 1) * block
-        n = sum(t == mask for t in x[lo:hi])
-        counts = [n // per_block + (i < n % per_block) for i in range(per_block)]
-        for k in counts:
-            with torch.no_grad():
-                probs = model(input_ids=torch.tensor([x])).logits[0].float().softmax(-1)
-            candidates = [(float(probs[i].max()), -i, i) for i in range(lo, hi) if x[i] == mask]
-            for _, _, i in sorted(candidates, reverse=True)[:k]:
-                x[i] = int(probs[i].argmax())
-    return x
-
-
-def test_diffusion_sampler_matches_the_reference_and_is_deterministic(
+def test_causal_only_functions_refuse_a_diffusion_model(
     peaky: Callable, tokenizer: PreTrainedTokenizerBase
 ) -> None:
-    model, mask = peaky("masked_diffusion"), tokenizer.mask_token_id
-    prompts = torch.tensor([[40, 41, 42], [300, 301, 302]])
-    calls = []
-    out = diffusion_generate(
-        None,
-        prompts,
-        8,
-        6,
-        mask,
-        block_length=4,
-        forward=lambda x, step: calls.append(step) or model(input_ids=x).logits,
-    )
-    assert calls == list(range(6))
-    assert not (out == mask).any() and torch.equal(out[:, :3], prompts)
-    for row in range(2):
-        assert out[row].tolist() == _reference_llada(model, prompts[row].tolist(), 8, 6, 4, mask)
-    assert torch.equal(out, diffusion_generate(model, prompts, 8, 6, mask, block_length=4))
-    seeded = [
-        diffusion_generate(
-            model, prompts, 8, 8, mask, temperature=1.0, generator=torch.Generator().manual_seed(s)
-        )
-        for s in (0, 0, 1)
+    """The issue's defect: these accepted a masked-diffusion model and returned meaningless numbers."""
+    model, ids = peaky("masked_diffusion"), torch.tensor([[5, 6, 7]])
+    calls = [
+        lambda: token_logprobs(model, ids),
+        lambda: sample(model, ids),
+        lambda: generate_text(model, tokenizer, ["ROMEO:"]),
+        lambda: score_continuations(model, tokenizer, ["a"], ["b"]),
+        lambda: DecodeState.prefill(model, ids),
+        lambda: multiple_choice(model, tokenizer, ["a"], [["b", "c"]], [0]),
+        lambda: exact_match(model, tokenizer, ["a"], ["b"]),
     ]
-    assert torch.equal(seeded[0], seeded[1]) and not (seeded[0] == mask).any()
-
-
-def test_diffusion_sampler_unmasks_the_scheduled_number_per_step(
-    peaky: Callable, tokenizer: PreTrainedTokenizerBase
-) -> None:
-    model, mask = peaky("masked_diffusion"), tokenizer.mask_token_id
-    remaining = []
-
-    def forward(x: torch.Tensor, step: int) -> torch.Tensor:
-        remaining.append((x == mask).sum(1).tolist())
-        return model(input_ids=x).logits
-
-    diffusion_generate(None, torch.tensor([[40, 41]]), 10, 4, mask, remasking="random", forward=forward,
-                       generator=torch.Generator().manual_seed(0))  # fmt: skip
-    assert remaining == [[10], [7], [4], [2]]
-
-
-def test_sampling_without_filters_draws_from_the_whole_vocabulary(tiny_lm: Callable) -> None:
-    model = tiny_lm("causal")  # near-uniform next-token distribution over 600 ids
-    drawn = generate(model, torch.full((3000, 1), 5), max_new_tokens=1, do_sample=True, seed=0)[:, 1]
-    assert len(drawn.unique()) > 400  # transformers' default top-50 filter would allow at most 50
-    top = generate(model, torch.full((3000, 1), 5), max_new_tokens=1, do_sample=True, top_k=10, seed=0)[:, 1]
-    assert len(top.unique()) <= 10
+    for call in calls:
+        with pytest.raises(LitlabError, match="needs a causal LM, got a masked-diffusion model"):
+            call()

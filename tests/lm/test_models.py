@@ -1,9 +1,8 @@
-"""Causal and masked-diffusion LLaMAs: attention direction, LLaDA's objective against a hand computation,
-and save_pretrained → pretrained_path round trips (ours and another HF architecture)."""
+"""Causal and masked-diffusion LLaMAs: attention direction, a diffusion model refusing the causal labels=
+loss, and save_pretrained → pretrained_path round trips (ours and another HF architecture)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,13 +11,7 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedModel, PreTrainedTokenizerBase
 
 from litlab.core.errors import LitlabError
-from litlab.lm.models import (
-    LlamaForMaskedDiffusion,
-    forward_process,
-    load_pretrained,
-    masked_diffusion_loss,
-    masked_token_nll,
-)
+from litlab.lm.models import LlamaForMaskedDiffusion, load_pretrained
 from litlab.lm.module import LanguageModel
 
 
@@ -42,44 +35,6 @@ def test_diffusion_attends_to_later_tokens_and_causal_does_not(tiny_lm: Callable
     assert isinstance(diffusion, LlamaForMaskedDiffusion) and diffusion.config.is_causal is False
 
 
-def test_masked_diffusion_loss_matches_a_hand_computation() -> None:
-    generator = torch.Generator().manual_seed(1)
-    logits = torch.randn(2, 5, 7, generator=generator)
-    targets = torch.randint(0, 7, (2, 5), generator=generator)
-    masked = torch.tensor([[1, 0, 1, 1, 0], [0, 0, 0, 1, 0]], dtype=torch.bool)
-    p_mask = torch.tensor([0.6, 0.25])[:, None].expand(2, 5)
-    total = 0.0
-    for b in range(2):
-        for i in range(5):
-            if masked[b, i]:
-                row = [float(v) for v in logits[b, i]]
-                log_z = math.log(sum(math.exp(v) for v in row))
-                total += (log_z - row[targets[b, i]]) / float(p_mask[b, i])
-    assert float(masked_token_nll(logits, targets, masked, p_mask)) == pytest.approx(total, rel=1e-6)
-    assert float(masked_diffusion_loss(logits, targets, masked, p_mask, 10)) == pytest.approx(
-        total / 10, rel=1e-6
-    )
-
-
-def test_forward_process_masks_each_sequence_at_its_own_rate() -> None:
-    ids = torch.randint(3, 50, (6, 4000), generator=torch.Generator().manual_seed(0))
-    eligible = torch.ones_like(ids, dtype=torch.bool)
-    eligible[:, :100] = False  # e.g. a prompt that is never masked
-    noisy, masked, p_mask = forward_process(
-        ids, 2, eps=1e-3, eligible=eligible, generator=torch.Generator().manual_seed(3)
-    )
-    again = forward_process(ids, 2, eps=1e-3, eligible=eligible, generator=torch.Generator().manual_seed(3))
-    assert torch.equal(noisy, again[0])
-    assert torch.equal(noisy[masked], torch.full_like(ids[masked], 2)) and torch.equal(
-        noisy[~masked], ids[~masked]
-    )
-    assert not masked[:, :100].any()
-    assert (p_mask == p_mask[:, :1]).all() and ((p_mask >= 1e-3) & (p_mask <= 1)).all()
-    rate = masked[:, 100:].float().mean(1)
-    p = p_mask[:, 0]
-    assert ((rate - p).abs() <= 5 * (p * (1 - p) / 3900).sqrt() + 1e-3).all()
-
-
 def _module(tokenizer: PreTrainedTokenizerBase, objective: str, **kwargs: object) -> LanguageModel:
     module = LanguageModel(
         _optimizer, objective=objective, arch={"hidden_size": 32, "num_layers": 2}, **kwargs
@@ -88,6 +43,14 @@ def _module(tokenizer: PreTrainedTokenizerBase, objective: str, **kwargs: object
         torch.manual_seed(0)
         module.build(tokenizer)
     return module.eval()
+
+
+def test_diffusion_model_refuses_the_shifted_causal_labels_loss(tiny_lm: Callable) -> None:
+    """The issue's defect: transformers' labels= loss is next-token CE, meaningless for masked diffusion."""
+    model, x = tiny_lm("masked_diffusion"), torch.randint(3, 600, (1, 8))
+    with pytest.raises(LitlabError, match="no labels= loss"):
+        model(input_ids=x, labels=x)
+    assert model(input_ids=x).logits.shape == (1, 8, 600)
 
 
 @pytest.mark.parametrize("objective", ["causal", "masked_diffusion"])

@@ -12,9 +12,9 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
+from typing import Any
 
 import torch
-from torch.nn import functional as F
 from transformers import (
     AutoConfig,
     AutoModelForCausalLM,
@@ -84,10 +84,41 @@ class LlamaForMaskedDiffusion(LlamaForCausalLM):
             if hasattr(module, "is_causal"):
                 module.is_causal = False
 
+    def forward(self, *args: Any, labels: torch.Tensor | None = None, **kwargs: Any) -> Any:
+        """``LlamaForCausalLM.forward`` without its ``labels=`` loss, which is a shifted causal loss: a
+        masked-diffusion model is scored by ``masked_diffusion_loss`` or ``diffusion_nll_terms``."""
+        if labels is not None:
+            raise LitlabError(
+                "a masked-diffusion model has no labels= loss (transformers' would be a shifted causal one); "
+                "use litlab.lm.masked_diffusion_loss or litlab.lm.diffusion_nll_terms"
+            )
+        return super().forward(*args, **kwargs)
+
 
 def is_masked_diffusion(config: PretrainedConfig) -> bool:
     """True for configs saved by a masked-diffusion model (bidirectional attention)."""
     return getattr(config, "is_causal", True) is False
+
+
+def require_causal(model: PreTrainedModel, what: str) -> None:
+    """A LitlabError when ``model`` is a masked-diffusion model, which ``what`` cannot score or sample."""
+    if is_masked_diffusion(model.config):
+        raise LitlabError(
+            f"{what} needs a causal LM, got a masked-diffusion model; use litlab.lm.evaluate_text, "
+            "diffusion_nll_terms or diffusion_generate for it"
+        )
+
+
+def require_diffusion(model: PreTrainedModel, what: str) -> None:
+    """A LitlabError when ``model`` is not a masked-diffusion model."""
+    if not is_masked_diffusion(model.config):
+        raise LitlabError(f"{what} needs a masked-diffusion model (config.is_causal=false), got a causal LM")
+
+
+def position_ids(attention_mask: torch.Tensor) -> torch.Tensor:
+    """``(B, L)``: each token's position counted over the non-padding tokens of its row (0 on left
+    padding), what models with absolute positions (GPT-2) need under left padding."""
+    return (attention_mask.long().cumsum(-1) - 1).clamp_min(0)
 
 
 def build_lm(config: LlamaConfig, objective: str = "causal") -> PreTrainedModel:
@@ -126,41 +157,3 @@ def load_pretrained(path: str | os.PathLike) -> tuple[PreTrainedModel, PreTraine
     else:
         model = AutoModelForCausalLM.from_pretrained(str(path), local_files_only=True)
     return model, load_tokenizer(path)
-
-
-def forward_process(
-    input_ids: torch.Tensor,
-    mask_token_id: int,
-    eps: float = 1e-3,
-    eligible: torch.Tensor | None = None,
-    generator: torch.Generator | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """LLaDA's forward (noising) process on ``input_ids: (B, L)``.
-
-    Per sequence t ~ U(0, 1) and p = (1 − eps)·t + eps; each eligible token is replaced by the mask token
-    with probability p. Returns ``(noisy (B, L), masked (B, L) bool, p_mask (B, L))``.
-    """
-    batch, length = input_ids.shape
-    t = torch.rand(batch, device=input_ids.device, generator=generator)
-    p_mask = ((1 - eps) * t + eps)[:, None].expand(batch, length)
-    masked = torch.rand(batch, length, device=input_ids.device, generator=generator) < p_mask
-    if eligible is not None:
-        masked &= eligible
-    return torch.where(masked, mask_token_id, input_ids), masked, p_mask
-
-
-def masked_token_nll(
-    logits: torch.Tensor, targets: torch.Tensor, masked: torch.Tensor, p_mask: torch.Tensor
-) -> torch.Tensor:
-    """Σ over masked positions of CE(logits_i, target_i) / p_i: the LLaDA estimate (in nats) of the NLL
-    bound summed over all eligible tokens. ``logits: (B, L, V)``, the rest ``(B, L)``; returns a scalar."""
-    ce = F.cross_entropy(logits[masked].float(), targets[masked], reduction="none")
-    return (ce / p_mask[masked]).sum()
-
-
-def masked_diffusion_loss(
-    logits: torch.Tensor, targets: torch.Tensor, masked: torch.Tensor, p_mask: torch.Tensor, n_tokens: int
-) -> torch.Tensor:
-    """LLaDA's training loss: ``masked_token_nll / n_tokens`` with n_tokens = B·L in pretraining (the number
-    of eligible tokens in general), i.e. the per-token upper bound on the negative log-likelihood."""
-    return masked_token_nll(logits, targets, masked, p_mask) / max(n_tokens, 1)

@@ -1,7 +1,7 @@
 """The LightningModule that pretrains or fine-tunes a tiny LM (causal or masked diffusion) and exports it.
 
-The HF model is built in ``configure_model`` once the data's tokenizer is known (its vocabulary and
-special ids size the model), or loaded from ``pretrained_path`` (any local HF checkpoint). After fitting,
+The HF model is built in ``bind_data`` from the data's tokenizer (its vocabulary and special ids size the
+model), or loaded from ``pretrained_path`` (any local HF checkpoint). After fitting,
 the best weights and the tokenizer are written with ``save_pretrained`` to ``export_dir`` (by default
 ``<run>/hf_model``): the folder other methods load with ``litlab.lm.models.load_pretrained``.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +18,12 @@ import lightning as L
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from litlab.core.errors import LitlabError
+from litlab.core.errors import ConfigError, LitlabError
 from litlab.datamodules.tokenizers import token_byte_lengths
-from litlab.lm.evaluation import NLLTerms, nll_terms
-from litlab.lm.generation import diffusion_generate, generate_text
+from litlab.lm.attention import use_block_attention
+from litlab.lm.diffusion import diffusion_generate
+from litlab.lm.generation import generate_text
+from litlab.lm.losses import NLLTerms, causal_nll_terms, diffusion_nll_terms, nll_terms
 from litlab.lm.models import OBJECTIVES, build_lm, is_masked_diffusion, llama_config, load_pretrained
 
 log = logging.getLogger("litlab")
@@ -45,7 +47,12 @@ def warmup_cosine(
 
 
 class LanguageModel(L.LightningModule):
-    """Train an LM on ``{"input_ids", "labels"[, "attention_mask"]}`` batches; log loss, perplexity, bpb.
+    """Train an LM on ``{"input_ids", "labels"[, "attention_mask", "byte_counts", "block_mask"]}`` batches;
+    log loss, perplexity and bits per byte.
+
+    The model is built in ``bind_data(spec)`` from the data's tokenizer (``TextDataModule.data_spec()``),
+    or loaded from ``pretrained_path``. It also trains under ``litlab.fitting.Fitter`` (give
+    ``total_steps`` for the scheduler there).
 
     Args:
         optimizer: a partial optimizer (AdamW); weight decay applies to matrices only.
@@ -56,6 +63,10 @@ class LanguageModel(L.LightningModule):
         pretrained_path: a local HF folder to start from instead (model and tokenizer; ``arch`` unused).
         export_dir: where the final model and tokenizer are saved (``null``: not exported).
         diffusion_eps: LLaDA's minimum mask probability eps in p = (1 − eps)·t + eps.
+        eval_draws: mask draws per sequence of the masked-diffusion validation/test bound
+            (``diffusion_nll_terms``, seeded per batch: the same weights always get the same score).
+        block_attention: accept per-head block masks (``batch["block_mask"]``, see ``litlab.lm.attention``).
+        total_steps: the scheduler's horizon; default the Trainer's estimated stepping batches.
         sample_prompts: prompts whose continuations are written to ``<run>/samples.txt`` after fitting.
         sample_tokens: tokens generated per sample.
     """
@@ -69,6 +80,9 @@ class LanguageModel(L.LightningModule):
         pretrained_path: str | None = None,
         export_dir: str | None = None,
         diffusion_eps: float = 1e-3,
+        eval_draws: int = 8,
+        block_attention: bool = False,
+        total_steps: int | None = None,
         sample_prompts: Sequence[str] = (),
         sample_tokens: int = 64,
     ) -> None:
@@ -76,13 +90,18 @@ class LanguageModel(L.LightningModule):
         # Plain containers (not omegaconf nodes), so checkpoints load with torch.load(weights_only=True).
         arch, sample_prompts = dict(arch or {}), list(sample_prompts)
         if objective not in OBJECTIVES:
-            raise LitlabError(f"model.objective={objective!r}; choose one of {', '.join(OBJECTIVES)}")
+            raise ConfigError(f"model.objective={objective!r}; choose one of {', '.join(OBJECTIVES)}")
+        if eval_draws < 1:
+            raise ConfigError(f"model.eval_draws={eval_draws} must be at least 1")
         self.save_hyperparameters(logger=False, ignore=["optimizer", "scheduler"])
         self.optimizer_factory = optimizer
         self.scheduler_factory = scheduler
         self.objective = objective
         self.arch = arch
         self.diffusion_eps = diffusion_eps
+        self.eval_draws = eval_draws
+        self.block_attention = block_attention
+        self.total_steps = total_steps
         self.export_dir = export_dir
         self.sample_prompts = sample_prompts
         self.sample_tokens = sample_tokens
@@ -97,6 +116,29 @@ class LanguageModel(L.LightningModule):
             self._attach(self.tokenizer)
 
     # -- model
+    def logged_metrics(self) -> list[str]:
+        """The keys this module logs (``litlab.contract``)."""
+        return ["train/loss", "train/bpb"] + [
+            f"{s}/{k}" for s in ("val", "test") for k in ("loss", "ppl", "bpb")
+        ]
+
+    def bind_data(self, spec: Mapping[str, Any]) -> None:
+        """Build the model from the data's ``tokenizer`` (or check that a loaded one matches it)."""
+        tokenizer = spec["tokenizer"]
+        if self.lm is None:
+            self.build(tokenizer)
+        elif tokenizer.get_vocab() != self.tokenizer.get_vocab():
+            raise LitlabError(
+                "the data's tokenizer differs from the model's; set data.tokenizer_path to the checkpoint "
+                "folder (model.pretrained_path) so the data is encoded as the model expects"
+            )
+        positions = getattr(self.lm.config, "max_position_embeddings", None)
+        if positions is not None and spec.get("block_size", 0) > positions:
+            raise ConfigError(
+                f"data.block_size={spec['block_size']} exceeds the model's {positions} positions; raise "
+                "model.arch.max_position_embeddings or lower data.block_size"
+            )
+
     def build(self, tokenizer: PreTrainedTokenizerBase) -> None:
         """Create a fresh model sized by ``tokenizer`` (vocabulary, BOS/EOS/pad/mask ids) and ``arch``."""
         config = llama_config(
@@ -118,19 +160,14 @@ class LanguageModel(L.LightningModule):
             self.mask_token_id = tokenizer.mask_token_id
         if self.objective == "masked_diffusion" and self.mask_token_id is None:
             raise LitlabError("a masked-diffusion model needs a tokenizer with a mask token")
+        if self.block_attention:
+            use_block_attention(self.lm)
 
-    def configure_model(self) -> None:
-        data_tokenizer = getattr(getattr(self.trainer, "datamodule", None), "tokenizer", None)
+    def setup(self, stage: str) -> None:
         if self.lm is None:
-            if data_tokenizer is None:
-                raise LitlabError(
-                    "the model is built from the data's tokenizer: use a TextDataModule or call build()"
-                )
-            self.build(data_tokenizer)
-        elif data_tokenizer is not None and data_tokenizer.get_vocab() != self.tokenizer.get_vocab():
             raise LitlabError(
-                "the data's tokenizer differs from the model's; set data.tokenizer_path to the checkpoint "
-                "folder (model.pretrained_path) so the data is encoded as the model expects"
+                "the model is built from the data's tokenizer: call bind_data(data.data_spec()) "
+                "(litlab-train does) or build(tokenizer) before fitting"
             )
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -138,15 +175,18 @@ class LanguageModel(L.LightningModule):
         return self.lm(input_ids=input_ids, attention_mask=attention_mask).logits
 
     def nll(self, batch: dict[str, torch.Tensor], generator: torch.Generator | None = None) -> NLLTerms:
-        """Summed NLL, tokens and bytes of a batch under the objective (override to change the loss)."""
-        return nll_terms(
-            self.lm,
-            batch,
-            self.token_bytes,
-            self.objective,
-            self.mask_token_id,
-            self.diffusion_eps,
-            generator,
+        """Summed NLL, tokens and bytes of a batch under the training objective (override to change the
+        loss): causal cross-entropy, or one draw of LLaDA's estimate."""
+        return nll_terms(self.lm, batch, self.token_bytes, self.mask_token_id, self.diffusion_eps, generator)
+
+    def eval_nll(self, batch: dict[str, torch.Tensor], batch_idx: int) -> NLLTerms:
+        """The validation/test terms: the causal NLL, or the masked-diffusion bound from ``eval_draws``
+        mask draws seeded by the batch index (so the same weights always get the same score)."""
+        if self.objective == "causal":
+            return causal_nll_terms(self.lm, batch, self.token_bytes)
+        generator = torch.Generator(self.device).manual_seed(batch_idx)
+        return diffusion_nll_terms(
+            self.lm, batch, self.token_bytes, self.mask_token_id, self.eval_draws, generator
         )
 
     # -- steps
@@ -160,12 +200,8 @@ class LanguageModel(L.LightningModule):
         return loss
 
     def _eval_step(self, batch: dict[str, torch.Tensor], batch_idx: int, stage: str) -> None:
-        # Masked-diffusion estimates draw masks seeded by the batch index: the same weights, the same score.
-        generator = None
-        if self.objective != "causal":
-            generator = torch.Generator(self.device).manual_seed(batch_idx)
-        terms = self.nll(batch, generator)
-        values = torch.stack([terms.nll.detach(), terms.tokens, terms.bytes]).double()
+        terms = self.eval_nll(batch, batch_idx)
+        values = torch.stack([terms.nll.detach().double(), terms.tokens.double(), terms.bytes.double()])
         self._sums[stage] = values if stage not in self._sums else self._sums[stage] + values
 
     def _eval_epoch_end(self, stage: str) -> None:
@@ -198,14 +234,22 @@ class LanguageModel(L.LightningModule):
         )
         if self.scheduler_factory is None:
             return optimizer
-        scheduler = self.scheduler_factory(
-            optimizer=optimizer, total_steps=int(self.trainer.estimated_stepping_batches)
-        )
+        total = self.total_steps
+        if total is None:
+            if self._trainer is None:
+                raise LitlabError(
+                    "the scheduler needs total_steps= outside a Lightning Trainer (e.g. the Fitter)"
+                )
+            total = int(self.trainer.estimated_stepping_batches)
+        scheduler = self.scheduler_factory(optimizer=optimizer, total_steps=total)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
     # -- export
     def on_fit_end(self) -> None:
-        """Load the best checkpoint's weights (if one was tracked), then export them and write samples."""
+        """Load the best checkpoint's weights (if one was tracked), then export them and write samples
+        (under a Lightning Trainer; the Fitter restores its own best weights)."""
+        if self._trainer is None:
+            return
         callback = self.trainer.checkpoint_callback
         best = getattr(callback, "best_model_path", "") if callback is not None else ""
         if best and Path(best).is_file():
