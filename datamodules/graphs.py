@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import lightning as L
 import numpy as np
@@ -97,6 +97,14 @@ class GraphSet:
     file_splits: tuple[str, ...]
     bag_of_words: bool = True
     binary: bool = False
+    # Sets whose feature and label files are byte-identical share a group: they differ only in their
+    # edges, so results on them are not independent evidence (Cornell and Texas, upstream in Geom-GCN too).
+    feature_group: str | None = None
+
+    @property
+    def metric(self) -> str:
+        """``roc_auc`` for the binary sets the literature scores by ROC-AUC, else ``accuracy``."""
+        return "roc_auc" if self.binary else "accuracy"
 
     def staged_dirs(self, split: str) -> list[str]:
         """Folders, relative to the loader root, where the loader expects the source files."""
@@ -129,8 +137,8 @@ class GraphSet:
         raise ValueError(f"unknown loader {self.loader!r}")
 
 
-def _webkb(name: str) -> GraphSet:
-    return GraphSet("webkb", name, f"{name}/raw", ("geom-gcn",))
+def _webkb(name: str, feature_group: str | None = None) -> GraphSet:
+    return GraphSet("webkb", name, f"{name}/raw", ("geom-gcn",), feature_group=feature_group)
 
 
 def _heterophilous(name: str, binary: bool) -> GraphSet:
@@ -141,9 +149,9 @@ GRAPH_SETS: dict[str, GraphSet] = {
     "cora": GraphSet("planetoid", "Cora", "Cora/raw", ("public", "geom-gcn")),
     "citeseer": GraphSet("planetoid", "CiteSeer", "CiteSeer/raw", ("public", "geom-gcn")),
     "pubmed": GraphSet("planetoid", "PubMed", "PubMed/raw", ("public", "geom-gcn")),
-    "texas": _webkb("texas"),
+    "texas": _webkb("texas", feature_group="texas+cornell"),
     "wisconsin": _webkb("wisconsin"),
-    "cornell": _webkb("cornell"),
+    "cornell": _webkb("cornell", feature_group="texas+cornell"),
     "actor": GraphSet("actor", "Actor", "Actor/raw", ("geom-gcn",)),
     "chameleon": GraphSet("filtered", "chameleon", "filtered/chameleon_filtered_directed.npz", ("fixed",)),
     "squirrel": GraphSet("filtered", "squirrel", "filtered/squirrel_filtered_directed.npz", ("fixed",)),
@@ -165,6 +173,13 @@ def graph_set(name: str) -> GraphSet:
     if key not in GRAPH_SETS:
         raise LitlabError(f"unknown graph data set {name!r}; choose one of: {', '.join(GRAPH_SETS)}")
     return GRAPH_SETS[key]
+
+
+def evidence_unit(name: str) -> str:
+    """The independent unit a data set belongs to: its ``feature_group`` (Texas and Cornell share one:
+    the same features and labels, different edges), else its own name."""
+    spec = graph_set(name)
+    return spec.feature_group or name.lower().replace("-", "_")
 
 
 def _stage(spec: GraphSet, source_root: Path, split: str) -> Path:
@@ -299,6 +314,19 @@ def load_node_graph(
     )
 
 
+def node_data_spec(graph: Data, metric: str) -> dict[str, Any]:
+    """What a node classifier may know of ``graph`` before training (``litlab.contract``): its edges, its
+    input features (transductive models build per-node and per-edge parameters from them, e.g. AdaSpec's
+    b and Ω_F), the number of classes and the metric. Labels and masks are not part of it."""
+    return {
+        "edge_index": graph.edge_index,
+        "features": graph.x,
+        "num_nodes": graph.num_nodes,
+        "num_classes": int(graph.y.max()) + 1,
+        "metric": metric,
+    }
+
+
 def _single(items: list[Data]) -> Data:
     return items[0]
 
@@ -329,6 +357,10 @@ class NodeDataModule(L.LightningDataModule):
     @property
     def num_classes(self) -> int:
         return int(self._require_graph().y.max()) + 1
+
+    def data_spec(self) -> dict[str, Any]:
+        """``node_data_spec`` of the graph (loading it; ``setup`` then reuses it)."""
+        return node_data_spec(self._require_graph(), self.metric)
 
     def _require_graph(self) -> Data:
         if self.graph is None:

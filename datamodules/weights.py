@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -233,6 +234,13 @@ class WeightsDataModule(GlobalBatchDataModule):
         flat = flatten_params(train.params)
         pca = None if self.pca_components is None else PCA(flat, self.pca_components)
         self.space = WeightSpace(train, heldout, shapes, pca, classification_data(zoo.dataset))
+
+    def data_spec(self) -> dict[str, Any]:
+        """What a generator needs before training: the vector size and the :class:`WeightSpace` (zoo
+        split, shapes, PCA, the task's data). Builds the zoo if needed; ``setup`` then reuses it."""
+        self.setup()
+        assert self.space is not None
+        return {"dim": self.space.dim, "space": self.space}
 
     def _vectors(self, zoo: Zoo) -> TensorDataset:
         assert self.space is not None

@@ -14,7 +14,7 @@ import torch
 from litlab.core import paths as data_root
 from litlab.core.errors import LitlabError
 from litlab.datamodules.csbm import CSBMDataModule, csbm, csbm_parameters, upper_pairs
-from litlab.datamodules.graphs import GraphDataModule, load_node_graph, random_class_split
+from litlab.datamodules.graphs import GraphDataModule, evidence_unit, load_node_graph, random_class_split
 
 SHARED = data_root.find_data("graphs", "texas/raw")
 
@@ -171,3 +171,15 @@ def test_csbm_datamodule_split() -> None:
     module.setup("fit")
     graph = module.graph
     assert torch.bincount(graph.y[graph.train_mask]).tolist() == [5, 5] and int(graph.val_mask.sum()) == 10
+
+
+def test_texas_and_cornell_share_features_and_labels_so_they_are_one_evidence_unit() -> None:
+    """Geom-GCN's release ships Texas and Cornell with byte-identical feature/label files (only the edges
+    differ), so AdaSpec's pooled statistics must count them once."""
+    root = data_root.find_data("graphs", "cornell/raw")
+    assert SHARED is not None and root is not None
+    texas, cornell = SHARED / "texas" / "raw", root / "cornell" / "raw"
+    name = "out1_node_feature_label.txt"
+    assert (texas / name).read_bytes() == (cornell / name).read_bytes()
+    assert (texas / "out1_graph_edges.txt").read_bytes() != (cornell / "out1_graph_edges.txt").read_bytes()
+    assert evidence_unit("texas") == evidence_unit("cornell") != evidence_unit("wisconsin")

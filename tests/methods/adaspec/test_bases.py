@@ -11,6 +11,7 @@ from torch_geometric.nn import ChebConv
 
 from litlab.methods.adaspec.bases import (
     GPRGNN,
+    MLP,
     BernNet,
     ChebLayer,
     ChebNetII,
@@ -174,3 +175,13 @@ def test_sparse_feature_dropout_has_dense_dropout_statistics() -> None:
     torch.testing.assert_close(survivors, torch.full_like(survivors, 1 / 0.7))
     assert abs(survivors.numel() / kept.numel() - 0.7) < 0.03
     torch.testing.assert_close(feature_dropout(x.to_sparse(), 0.3, training=False).to_dense(), x)
+
+
+def test_mlp_baseline_ignores_the_graph_and_has_no_filter(operator) -> None:
+    """The graph-free baseline is the decoupled bases' own f_W: same output for any propagation."""
+    op, _, _ = operator
+    model = MLP(5, 3, hidden_channels=8).double().eval()
+    x = _filter_input(25, 5)
+    torch.testing.assert_close(model(x, op), model(x, lambda v: 0 * v))
+    torch.testing.assert_close(model(x, op), model.mlp(x))
+    assert model.filter_parameters() == []

@@ -7,6 +7,7 @@ import functools
 import pytest
 import torch
 
+from litlab.core.errors import LitlabError
 from litlab.datamodules.csbm import csbm
 from litlab.methods.adaspec.bases import GPRGNN, ChebNet
 from litlab.methods.adaspec.matrix import (
@@ -174,3 +175,40 @@ def test_omega_function_and_module_agree(graph) -> None:
     op = matrix()
     torch.testing.assert_close(op.weight, weight)
     torch.testing.assert_close(op.diagonal, diagonal)
+
+
+def test_ablation_flags_remove_omega_f_and_freeze_b(graph) -> None:
+    """``feature_term=False`` is Ω_D + α1·I rescaled by |α1| + 1 (no Ω_F anywhere); ``learn_b=False``
+    leaves b at 1/D, with no gradient and no optimizer group."""
+    edge_index, x = graph
+    ablated = AdaSpecMatrix(edge_index, x, alpha1=0.3, alpha2=0.5, feature_term=False).double()
+    expected = dense_omega(dense_adjacency(edge_index, N), x, ablated.b.detach(), 0.3, 0.0) / 1.3
+    torch.testing.assert_close(ablated().to_dense().detach(), expected)
+    assert ablated.alpha2 == 0.0 and not ablated.feature_weight.any()
+    frozen = AdaSpecMatrix(edge_index, x.float(), learn_b=False)
+    assert not frozen.b_raw.requires_grad
+    model = GraphModel(functools.partial(GPRGNN, K=2), functools.partial(AdaSpecMatrix, learn_b=False),
+                       edge_index, x.float(), num_classes=3)  # fmt: skip
+    grouped = {id(p) for group in model.parameter_groups() for p in group["params"]}
+    assert id(model.matrix.b_raw) not in grouped
+
+
+def test_adaspec_without_its_mechanisms_is_the_base_matrix(graph) -> None:
+    """With b → 0 and no Ω_F, Ω_D is the bases' Ã without self-loops, except on the isolated node, whose
+    row is b/(0 + b) = 1 for any b > 0 (the guard that keeps it finite)."""
+    edge_index, x = graph
+    matrix = AdaSpecMatrix(edge_index, x, feature_term=False).double()
+    with torch.no_grad():
+        matrix.b_raw.fill_(-60.0)  # softplus(−60) ≈ 1e-26
+    native = NativeMatrix(edge_index, N, self_loops=False).double()().to_dense()
+    ablated = matrix().to_dense().detach()
+    assert abs(float(ablated[-1, -1]) - 1.0) < 1e-12 and native[-1, -1] == 0.0  # node N − 1: isolated
+    torch.testing.assert_close(ablated[:-1, :-1], native[:-1, :-1], atol=1e-12, rtol=0)
+
+
+def test_bad_matrix_options_are_one_line_errors(graph) -> None:
+    edge_index, x = graph
+    with pytest.raises(LitlabError, match="rescale must be 'radius' or 'none'"):
+        AdaSpecMatrix(edge_index, x, rescale="lambda_max")
+    with pytest.raises(LitlabError, match="b_init must be 'degree' or 'n'"):
+        AdaSpecMatrix(edge_index, x, b_init="ones")

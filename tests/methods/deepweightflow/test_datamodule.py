@@ -1,12 +1,20 @@
-"""The weights DataModule: train/held-out split, flatten/unflatten round trip, optional PCA, bad sizes."""
+"""The weights DataModule: train/held-out split, flatten/unflatten round trip, optional PCA, bad sizes, and
+the model/data contract (data_spec -> bind_data, declared metrics) with the Fitter-trained generator."""
 
 from __future__ import annotations
+
+import inspect
+from functools import partial
 
 import pytest
 import torch
 
-from litlab.core.errors import LitlabError
+from litlab import contract
+from litlab.core.errors import ConfigError, LitlabError
 from litlab.datamodules.weights import WeightsDataModule, Zoo, flatten_params, unflatten_params
+from litlab.methods.deepweightflow import module as module_file
+from litlab.methods.deepweightflow.module import FlowMatchingGenerator
+from litlab.methods.deepweightflow.training import fit_generator
 from litlab.methods.deepweightflow.zoo import train_zoo
 
 
@@ -37,3 +45,31 @@ def test_bad_sizes_say_what_to_do(zoo: Zoo) -> None:
         WeightsDataModule(lambda: zoo, n_train=10).setup()
     with pytest.raises(LitlabError, match="pca_components"):
         WeightsDataModule(lambda: zoo, n_train=6, pca_components=50).setup()
+
+
+def test_data_spec_binds_the_generator_which_declares_its_metrics(zoo: Zoo) -> None:
+    data = WeightsDataModule(lambda: zoo, n_train=6, batch_size=2)
+    spec = data.data_spec()
+    module = FlowMatchingGenerator(partial(torch.optim.AdamW, lr=1e-3), hidden=16, ensemble_sizes=[2, 4])
+    contract.check_pair(module, data)
+    contract.bind(module, data)
+    assert spec["dim"] == data.space.dim and module.space is data.space
+    assert (
+        module.net.trunk[0].in_features == spec["dim"] + 64
+        and module.net.trunk[-1].out_features == spec["dim"]
+    )
+    contract.check_metric(module, "test/gen_acc_mean")
+    assert "test/ensemble_acc_4" in module.logged_metrics()
+    with pytest.raises(ConfigError, match="test/acc"):
+        contract.check_metric(module, "test/acc")
+    assert "trainer.datamodule" not in inspect.getsource(module_file)
+
+
+def test_fit_generator_is_seeded_and_samples_whole_networks(zoo: Zoo) -> None:
+    first, second = (fit_generator("flow", zoo, 6, steps=20, hidden=16, seed=3) for _ in range(2))
+    for a, b in zip(first.state_dict().values(), second.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+    params = first.generate(3)
+    assert {k: v.shape[1:] for k, v in params.items()} == {k: v.shape[1:] for k, v in zoo.params.items()}
+    with pytest.raises(LitlabError, match="unknown generator"):
+        fit_generator("gan", zoo, 6, steps=1)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import torch
 
 from litlab.datamodules.weights import classification_data
@@ -10,8 +12,12 @@ from litlab.methods.deepweightflow.evaluation import (
     ensemble_accuracy,
     error_iou,
     interpolation_baseline,
+    matched_interpolation,
+    mean_accuracy,
+    nearest_copies,
     noise_baseline,
     predictions,
+    segment_distance,
 )
 from litlab.methods.deepweightflow.zoo import train_zoo
 
@@ -40,9 +46,43 @@ def test_copies_of_training_networks_are_flagged_and_noise_matches_accuracy() ->
     data = classification_data("iris")
     wrong = predictions(ARCH, zoo.params, data.x_test).argmax(-1) != data.y_test
     row = describe(ARCH, zoo.params, zoo.params, wrong, data, ensemble_sizes=(4,))
-    assert row["nn_dist_mean"] == 0.0 and row["error_iou_nn"] == 1.0
+    assert row["nn_dist_mean"] == 0.0 and row["seg_dist_mean"] == 0.0 and row["error_iou_nn"] == 1.0
     assert abs(row["acc_mean"] - float(zoo.accuracy.mean())) < 1e-6
     target = float(zoo.accuracy.mean()) - 0.15
     noisy, sigma = noise_baseline(ARCH, zoo.params, target, data)
     accuracy = (predictions(ARCH, noisy, data.x_test).argmax(-1) == data.y_test).float().mean()
     assert sigma > 0 and abs(float(accuracy) - target) < 0.03
+
+
+def test_segment_distance_matches_brute_force_and_is_zero_on_interpolations() -> None:
+    generator = torch.Generator().manual_seed(0)
+    x, train = torch.randn(9, 6, generator=generator), torch.randn(7, 6, generator=generator)
+    grid = torch.linspace(0, 1, 2001)
+    brute = torch.tensor(
+        [
+            min(
+                float((xi - (train[i] + grid[:, None] * (train[j] - train[i]))).norm(dim=1).min())
+                for i, j in itertools.permutations(range(len(train)), 2)
+            )
+            for xi in torch.cat([x, train[:1]])
+        ],
+        dtype=torch.float64,
+    )
+    ours = segment_distance(torch.cat([x, train[:1]]), train)
+    torch.testing.assert_close(ours, brute, atol=2e-3, rtol=0)  # the grid's resolution
+    assert ours[-1] == 0  # a copy lies on every segment from itself
+    mixed = interpolation_baseline({"w": train}, 20, seed=1)["w"]
+    assert float(segment_distance(mixed, train).max()) < 1e-5
+
+
+def test_matched_baselines_reach_the_target_accuracy_and_copies_are_nearest() -> None:
+    zoo = train_zoo(ARCH, "iris", 12, 30, 16, 1e-2, 0)
+    data = classification_data("iris")
+    midpoints = interpolation_baseline(zoo.params, 40, seed=0, alpha=(0.5, 0.5))
+    target = (float(zoo.accuracy.mean()) + mean_accuracy(ARCH, midpoints, data)) / 2
+    mixed, alpha = matched_interpolation(ARCH, zoo.params, 40, target, data)
+    assert 0 < alpha < 0.5 and abs(mean_accuracy(ARCH, mixed, data) - target) < 0.03
+    shifted = {k: v[[3, 7]] + 1e-3 for k, v in zoo.params.items()}
+    copies = nearest_copies(shifted, zoo.params)
+    for k in zoo.params:
+        assert torch.equal(copies[k], zoo.params[k][[3, 7]])

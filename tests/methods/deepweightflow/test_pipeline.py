@@ -8,6 +8,7 @@ from pathlib import Path
 
 from hydra.utils import instantiate
 
+from litlab.core.results import table_rows
 from litlab.datamodules.weights import load_zoo
 from litlab.task import TaskContext
 from litlab.train import train
@@ -68,13 +69,14 @@ def test_stages_hand_over_files(compose_config, tmp_path: Path) -> None:
             "task.n_train=8",
         ],
     )
-    results = instantiate(eval_cfg.task)(TaskContext.local(tmp_path / "stage4"))["metrics"]
+    output = instantiate(eval_cfg.task)(TaskContext.local(tmp_path / "stage4"))
     assert {
         "flow/acc_mean",
         "heldout_real/nn_dist_mean",
-        "noise_added/sigma",
-        "interpolation/error_iou_nn",
-    } <= set(results)
-    assert (tmp_path / "stage4" / "evaluation.csv").exists() and (
-        tmp_path / "stage4" / "plots" / "novelty.png"
-    ).exists()
+        "noise_added/knob",
+        "interpolation_matched/seg_dist_mean",
+        "nearest_copy/nn_dist_mean",
+    } <= set(output["metrics"])
+    assert output["metrics"]["nearest_copy/nn_dist_mean"] == 0.0  # exact differences, not Gram products
+    rows = table_rows(output["tables"]["evaluation"])
+    assert [r["set"] for r in rows][:2] == ["heldout_real", "flow"] and "novelty" in output["figures"]

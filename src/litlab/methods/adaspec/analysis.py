@@ -18,15 +18,15 @@ from dataclasses import asdict, dataclass
 
 import matplotlib.pyplot as plt
 import numpy as np
-import pandas as pd
 import torch
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 from torch_geometric.data import Data
 
 from litlab.core.errors import LitlabError
+from litlab.core.progress import track
 from litlab.core.results import TaskOutput
-from litlab.datamodules.graphs import graph_set, load_node_graph
+from litlab.datamodules.graphs import graph_set, load_node_graph, node_data_spec
 from litlab.methods.adaspec.matrix import (
     AdaSpecMatrix,
     feature_edge_weights,
@@ -36,7 +36,7 @@ from litlab.methods.adaspec.matrix import (
     omega_d,
 )
 from litlab.methods.adaspec.module import NodeClassifier
-from litlab.methods.adaspec.training import fit_full_batch
+from litlab.methods.adaspec.training import fit_node_classifier
 from litlab.task import TaskContext
 
 log = logging.getLogger("litlab")
@@ -138,9 +138,9 @@ def analyse_matrix(
     eigenvalues, projections = [], []
     for nodes, block in blocks:
         if x is None:
-            eigenvalues.append(np.linalg.eigvalsh(block))
+            eigenvalues.append(torch.linalg.eigvalsh(torch.from_numpy(block)).numpy())
         else:
-            values, vectors = np.linalg.eigh(block)
+            values, vectors = (t.numpy() for t in torch.linalg.eigh(torch.from_numpy(block)))
             eigenvalues.append(values)
             projections.append(vectors.T @ x[nodes])
     spectrum = np.concatenate(eigenvalues)
@@ -207,30 +207,31 @@ def distinguishability_task(
     patience: int = 200,
     seed: int = 0,
     max_block: int = 5000,
+    threads: int | None = 1,
 ) -> TaskOutput:
     """``litlab-run task=adaspec/distinguishability``: for each data set, d_M, Σ_λ rank(U_λᵀX) and the
     Theorem 4.3 bound of Ã (with and without self-loops), Ω_D and Ω at the initial b, and Ω with the b
-    of a model trained (``train_epochs`` > 0) on AdaSpec's random split ``seed``. Writes
-    ``distinguishability.csv``/``.md``, ``results.json`` and ``eigenvalues_<set>.png``."""
-    output_dir = ctx.output_dir
-    output_dir.mkdir(parents=True, exist_ok=True)
-    rows, results = [], {}
-    for dataset in datasets:
+    of a model trained through ``ctx.fitter`` (``train_epochs`` > 0) on AdaSpec's random split ``seed``.
+    Returns the table ``distinguishability`` and the figures ``eigenvalues_<set>``. ``threads`` pins
+    torch's CPU threads as in ``study.study`` (None: leave them)."""
+    if threads is not None:
+        torch.set_num_threads(threads)
+    rows, results, figures = [], {}, {}
+    for dataset in track(datasets, description="distinguishability"):
         graph = load_node_graph(dataset, root, "random", seed=seed)
+        metric = graph_set(dataset).metric
         module = model()
-        metric = "roc_auc" if graph_set(dataset).binary else "accuracy"
-        network = module.build(graph, metric)
-        if not isinstance(network.matrix, AdaSpecMatrix):
-            raise LitlabError("task.model must be an AdaSpec model (model config adaspec_*)")
+        module.bind_data(node_data_spec(graph, metric))
+        if not isinstance(module.bound_network.matrix, AdaSpecMatrix):
+            raise LitlabError("task.model must be an AdaSpec model (model=adaspec/<base>_adaspec)")
         trained_b = None
         if train_epochs > 0:
-            fit = fit_full_batch(module, graph, metric, train_epochs, patience, seed)
-            trained_b = module.network.matrix.b
+            fit = fit_node_classifier(ctx.fitter, module, graph, metric, train_epochs, patience, seed)
+            trained_b = module.bound_network.matrix.b.detach().cpu()
             log.info("%s: trained AdaSpec model, test %s %.4f", dataset, metric, fit.test_score)
         spectra = {}
-        for name, (edge_index, weight, diagonal) in graph_matrices(
-            graph, module.network.matrix, trained_b
-        ).items():
+        matrices = graph_matrices(graph, module.bound_network.matrix, trained_b)
+        for name, (edge_index, weight, diagonal) in matrices.items():
             stats, spectrum = analyse_matrix(
                 edge_index, weight, diagonal, graph.x, tolerance, rank_tolerance, max_block
             )
@@ -239,14 +240,6 @@ def distinguishability_task(
             for key in ("distinct", "frequencies", "bound"):
                 results[f"{dataset}/{name}/{key}"] = float(getattr(stats, key))
             log.info("%s %s: %s", dataset, name, stats)
-        fig = spectrum_figure(spectra, f"{dataset}: eigenvalues (tolerance {tolerance:g})")
-        fig.savefig(output_dir / f"eigenvalues_{dataset}.png", dpi=120)
-        plt.close(fig)
-    table = pd.DataFrame(rows)
-    table.to_csv(output_dir / "distinguishability.csv", index=False)
-    (output_dir / "distinguishability.md").write_text(
-        f"Distinct eigenvalues (tolerance {tolerance:g}), nonzero frequency components Σ rank(U_λᵀX) "
-        f"(rank tolerance {rank_tolerance:g}·‖X‖_F) and the Theorem 4.3 bound.\n\n"
-        f"{table.to_markdown(index=False)}\n"
-    )
-    return {"metrics": results}
+        title = f"{dataset}: eigenvalues (tolerance {tolerance:g})"
+        figures[f"eigenvalues_{dataset}"] = spectrum_figure(spectra, title)
+    return {"metrics": results, "tables": {"distinguishability": rows}, "figures": figures}

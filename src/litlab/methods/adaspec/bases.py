@@ -181,6 +181,22 @@ class DecoupledSpectralGNN(nn.Module, ABC):
         return self.filter(ones, lambda v: eigenvalues.unsqueeze(-1) * v)
 
 
+class MLP(DecoupledSpectralGNN):
+    """The graph-free baseline ``f_W(X)``: the decoupled bases' two-layer MLP with no filter after it (no
+    propagation, no ``dprate`` dropout), so it shows what the features alone give."""
+
+    def __init__(
+        self, in_channels: int, out_channels: int, hidden_channels: int = 64, dropout: float = 0.5
+    ) -> None:
+        super().__init__(in_channels, out_channels, hidden_channels=hidden_channels, K=0, dropout=dropout)
+
+    def filter(self, x: torch.Tensor, propagate: Propagate) -> torch.Tensor:
+        return x
+
+    def forward(self, x: torch.Tensor, propagate: Propagate) -> torch.Tensor:
+        return self.mlp(x)
+
+
 class GPRGNN(DecoupledSpectralGNN):
     """GPRGNN (Chien et al. 2021): ``Σ_{k=0}^{K} γ_k S^k Z`` with learnable γ, PPR init
     ``γ_k = α(1−α)^k``, ``γ_K = (1−α)^K``; natively S = Ã with self-loops."""

@@ -22,6 +22,7 @@ from scipy.sparse.linalg import ArpackNoConvergence, eigsh
 from torch import nn
 from torch.nn import functional as F
 
+from litlab.core.errors import LitlabError
 from litlab.datamodules.graphs import simple_undirected
 
 BInit = Literal["degree", "n"]
@@ -121,8 +122,8 @@ def symmetric_spectral_radius(edge_index: torch.Tensor, weight: torch.Tensor, nu
     row, col = edge_index.cpu().numpy()
     values = weight.detach().double().cpu().numpy()
     matrix = coo_matrix((values, (row, col)), shape=(num_nodes, num_nodes)).tocsr()
-    if num_nodes <= 256:
-        return float(np.abs(np.linalg.eigvalsh(matrix.toarray())).max())
+    if num_nodes <= 256:  # torch's eigvalsh keeps to torch's thread count (numpy's BLAS may not)
+        return float(torch.linalg.eigvalsh(torch.from_numpy(matrix.toarray())).abs().max())
     try:
         largest = eigsh(matrix, k=1, which="LM", v0=np.ones(num_nodes), tol=1e-8, return_eigenvectors=False)
         return float(np.abs(largest).max()) * (1 + 1e-6)
@@ -181,7 +182,9 @@ class AdaSpecMatrix(nn.Module):
         alpha1, alpha2: the shift and the feature-term weight.
         b_init: ``degree`` (1/D_uu, Section 5.1) or ``n`` (1/n, the appendix).
         rescale: ``radius`` or ``none``.
-        learn_b: train b (the paper) or keep it at its initial value.
+        learn_b: train b (the paper) or keep it at its initial value (ablation).
+        feature_term: include α2·Ω_F (the paper) or drop it, Ω = Ω_D + α1·I (ablation; the radius bound
+            then is |α1| + 1).
     """
 
     def __init__(
@@ -193,16 +196,22 @@ class AdaSpecMatrix(nn.Module):
         b_init: BInit = "degree",
         rescale: Rescale = "radius",
         learn_b: bool = True,
+        feature_term: bool = True,
     ) -> None:
         super().__init__()
+        if rescale not in ("radius", "none"):
+            raise LitlabError(f"model.network.matrix.rescale must be 'radius' or 'none', got {rescale!r}")
+        if b_init not in ("degree", "n"):
+            raise LitlabError(f"model.network.matrix.b_init must be 'degree' or 'n', got {b_init!r}")
         num_nodes = features.size(0)
         edge_index = simple_undirected(edge_index, num_nodes)
         degree = node_degree(edge_index, num_nodes, features.dtype)
-        dense = features.to_dense() if features.is_sparse else features
-        feature_weight = feature_edge_weights(dense, edge_index)
-        if rescale not in ("radius", "none"):
-            raise ValueError(f"rescale must be 'radius' or 'none', got {rescale!r}")
-        self.alpha1, self.alpha2, self.b_init = float(alpha1), float(alpha2), b_init
+        if feature_term:
+            dense = features.to_dense() if features.is_sparse else features
+            feature_weight = feature_edge_weights(dense, edge_index)
+        else:
+            feature_weight = torch.zeros(edge_index.size(1), dtype=features.dtype, device=features.device)
+        self.alpha1, self.alpha2, self.b_init = float(alpha1), float(alpha2) if feature_term else 0.0, b_init
         radius = spectral_radius_bound(feature_weight, edge_index, num_nodes, self.alpha1, self.alpha2)
         self.scale = 1.0 / radius if rescale == "radius" else 1.0
         self.register_buffer("edge_index", edge_index, persistent=False)

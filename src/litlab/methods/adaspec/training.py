@@ -1,26 +1,27 @@
-"""A plain full-batch training loop for many small runs (seed sweeps, the benchmark table, the claim test).
+"""The spectral-GNN training protocol through the project's one fitter (``litlab.fitting.Fitter``).
 
-It uses the NodeClassifier's own network, optimizer groups, loss and metric, so a sweep here trains the
-same model as ``litlab-train``; it skips the Trainer, whose per-epoch overhead dominates on graphs of a few
-hundred nodes. Model selection as in GPRGNN/BernNet: the epoch with the lowest validation loss, stopping
-after ``patience`` epochs without a new lowest.
+Full batch: every epoch is one optimizer step on the training mask, then one validation forward; model
+selection as in GPRGNN/BernNet (and AdaSpec): the epoch with the lowest validation loss, stopping after
+``patience`` epochs without a new lowest. The module logs ``test/*`` in the same validation forward, so
+the test score at the selected epoch is read without keeping a copy of the weights. Equal, bit for bit,
+to the hand-written loop it replaced (``tests/methods/adaspec/test_training.py``).
 """
 
 from __future__ import annotations
 
-import math
-import time
 from dataclasses import dataclass
 
 import torch
 from torch_geometric.data import Data
 
-from litlab.methods.adaspec.module import NodeClassifier
+from litlab.datamodules.graphs import node_data_spec
+from litlab.fitting import Fitter
+from litlab.methods.adaspec.module import NodeClassifier, metric_key
 
 
 @dataclass(frozen=True)
-class FitResult:
-    """Scores at the epoch of lowest validation loss, and how long the run went."""
+class NodeFit:
+    """Scores at the epoch of lowest validation loss (``best_epoch``, 0-based), and how long the run went."""
 
     val_score: float
     test_score: float
@@ -30,52 +31,40 @@ class FitResult:
     seconds: float
 
 
-def train_step(module: NodeClassifier, optimizer: torch.optim.Optimizer, graph: Data) -> None:
-    """One full-batch optimiser step on the training mask of ``graph``."""
-    module.train()
-    optimizer.zero_grad(set_to_none=True)
-    loss, _ = module.loss_and_score(module(graph.x), graph, graph.train_mask)
-    loss.backward()
-    optimizer.step()
-
-
-def fit_full_batch(
+def fit_node_classifier(
+    fitter: Fitter,
     module: NodeClassifier,
     graph: Data,
     metric: str = "accuracy",
     max_epochs: int = 1000,
     patience: int = 200,
     seed: int = 0,
-) -> FitResult:
-    """Build ``module``'s network for ``graph`` (seeded), train it full-batch, return the selected scores.
+) -> NodeFit:
+    """Bind ``module`` to ``graph`` (network built under ``torch.manual_seed(seed)``), train it full batch
+    with ``fitter``, and return the scores at the lowest validation loss.
 
-    The same seed gives a base model and its AdaSpec variant identical MLP initialisation and dropout
-    draws, so their per-seed scores can be compared pairwise.
+    The same seed gives a base model and its AdaSpec variant the same MLP initialisation and dropout
+    draws (the RNG stream continues from the build into training), so per-seed scores pair.
     """
+    graph = graph.to(fitter.fabric.device)
     torch.manual_seed(seed)
-    module.build(graph, metric)
-    optimizer = module.configure_optimizers()
-    if not isinstance(optimizer, torch.optim.Optimizer):
-        raise ValueError("fit_full_batch supports a plain optimizer; set model.scheduler=null")
-    best = (math.inf, math.nan, math.nan, -1)
-    start = time.perf_counter()
-    epoch = 0
-    for epoch in range(max_epochs):
-        train_step(module, optimizer, graph)
-        module.eval()
-        with torch.no_grad():
-            logits = module(graph.x)
-            val_loss, val_score = module.loss_and_score(logits, graph, graph.val_mask)
-            if float(val_loss) < best[0]:
-                _, test_score = module.loss_and_score(logits, graph, graph.test_mask)
-                best = (float(val_loss), float(val_score), float(test_score), epoch)
-            elif epoch - best[3] >= patience:
-                break
-    return FitResult(
-        val_score=best[1],
-        test_score=best[2],
-        val_loss=best[0],
-        best_epoch=best[3],
-        epochs=epoch + 1,
-        seconds=time.perf_counter() - start,
+    module.bind_data(node_data_spec(graph, metric))
+    module.test_in_validation = True
+    fit = fitter.fit(
+        module,
+        [graph],
+        [graph],
+        max_epochs=max_epochs,
+        val_every_n_steps=1,
+        monitor="val/loss",
+        patience=patience,
+    )
+    key = metric_key(module.metric)
+    return NodeFit(
+        val_score=fit.metrics[f"val/{key}"],
+        test_score=fit.metrics[f"test/{key}"],
+        val_loss=fit.metrics["val/loss"],
+        best_epoch=int(fit.best_step) - 1,
+        epochs=fit.steps,
+        seconds=fit.seconds,
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import abc
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ SchedulerFactory = Callable[..., torch.optim.lr_scheduler.LRScheduler]
 
 
 class WeightGenerator(L.LightningModule, abc.ABC):
-    """Shared wiring: the backbone is built in ``setup`` once the DataModule knows the weight dimension;
+    """Shared wiring: the backbone is built in ``bind_data`` from the data's weight dimension;
     the test epoch samples ``n_generate`` networks, scores each and their ensembles on the task's test
     split, and writes them to ``<run folder>/generated`` (a zoo folder)."""
 
@@ -53,12 +53,19 @@ class WeightGenerator(L.LightningModule, abc.ABC):
         self.space: WeightSpace | None = None
         self._test: dict[str, Any] = {}
 
-    def setup(self, stage: str) -> None:
-        self.space = self.trainer.datamodule.space
+    def bind_data(self, spec: Mapping[str, Any]) -> None:
+        """Build the backbone for the weight dimension (``spec`` from ``WeightsDataModule.data_spec``)."""
+        self.space = spec["space"]
         if self.net is None:
             hp = self.hparams
-            self.net = VelocityNet(self.space.dim, hp.hidden, hp.time_dim, hp.dropout)
+            self.net = VelocityNet(spec["dim"], hp.hidden, hp.time_dim, hp.dropout)
             self.prepare(self.space.encode(self.space.train.params).float())
+
+    def logged_metrics(self) -> list[str]:
+        """``train/loss``, ``val/loss`` (held-out networks' vectors) and the test epoch's scores."""
+        test = ["gen_acc_mean", "gen_acc_std", "gen_acc_min", "zoo_acc_mean", "acc_ratio", "sample_seconds"]
+        test += [f"ensemble_acc_{k}" for k in self.hparams.ensemble_sizes]
+        return ["train/loss", "val/loss", *(f"test/{k}" for k in test)]
 
     def prepare(self, x_train: torch.Tensor) -> None:
         """Hook for data-dependent buffers (``x_train: (n, d)``); nothing by default."""

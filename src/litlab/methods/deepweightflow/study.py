@@ -1,94 +1,229 @@
-"""Small-scale studies shared by the claim test, the benchmark and the comparison task: fit a generator
-on a zoo in-process, then time and score sampling."""
+"""The study behind the README: over several seeds (a new zoo, flow init and samples per seed), the flow on
+re-based weights against its ablations (raw weights, i.e. no canonicalisation), the DDPM peer and the
+critique's trivial generators, with seed-level 95% intervals and the paper-vs-ours verdicts."""
 
 from __future__ import annotations
 
 import logging
-import time
-from functools import partial
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
-import lightning as L
+import matplotlib.pyplot as plt
+import pandas as pd
 import torch
+from matplotlib.figure import Figure
+from scipy import stats
 
+from litlab.core.errors import ConfigError
+from litlab.core.progress import track
 from litlab.core.results import TaskOutput
-from litlab.datamodules.weights import WeightsDataModule, Zoo
+from litlab.datamodules.weights import Zoo, classification_data
 from litlab.methods.deepweightflow.architectures import zoo_accuracy
 from litlab.methods.deepweightflow.canonical import align_zoo
-from litlab.methods.deepweightflow.module import DDPMGenerator, FlowMatchingGenerator, WeightGenerator
-from litlab.methods.deepweightflow.zoo import train_zoo
+from litlab.methods.deepweightflow.evaluation import evaluate_generated
+from litlab.methods.deepweightflow.training import fit_generator
+from litlab.methods.deepweightflow.zoo import cached_zoo
 from litlab.task import TaskContext
 
 log = logging.getLogger("litlab")
+METRICS = ("acc_mean", "acc_std", "acc_min", "nn_dist_mean", "seg_dist_mean", "error_iou_nn", "ensemble_100")
+ARM_KEYS = ("kind", "align", "claim", "paper")  # the rest of an arm are generator options
+ZOO_SEED_STRIDE = 1000  # seed s trains networks with seeds 1000·s, 1000·s + 1, ...
 
 
-def paper_optimizers(steps: int) -> dict:
-    """The paper's AdamW (lr 5e-4, wd 1e-5, betas 0.9/0.95) with a cosine decay to 1e-6 over ``steps``."""
-    return {
-        "optimizer": partial(torch.optim.AdamW, lr=5e-4, weight_decay=1e-5, betas=(0.9, 0.95)),
-        "scheduler": partial(torch.optim.lr_scheduler.CosineAnnealingLR, T_max=steps, eta_min=1e-6),
-    }
+def interval(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and the half-width of its two-sided 95% t-interval over seeds (0 for one seed)."""
+    x = torch.tensor([float(v) for v in values], dtype=torch.float64)
+    if len(x) < 2:
+        return float(x.mean()), 0.0
+    return float(x.mean()), float(stats.t.ppf(0.975, len(x) - 1) * x.std() / len(x) ** 0.5)
 
 
-def fit_generator(
-    kind: str, zoo: Zoo, n_train: int, steps: int, hidden: int = 256, seed: int = 0, **kwargs
-) -> WeightGenerator:
-    """Train a ``flow`` or ``ddpm`` generator for ``steps`` steps (batch 8) on the zoo's first ``n_train``
-    members, quietly and without checkpoints; returns the fitted module (its ``space`` set)."""
-    L.seed_everything(seed, verbose=False)
-    datamodule = WeightsDataModule(lambda: zoo, n_train=n_train, batch_size=8)
-    cls = FlowMatchingGenerator if kind == "flow" else DDPMGenerator
-    module = cls(**paper_optimizers(steps), hidden=hidden, **kwargs)
-    trainer = L.Trainer(
-        max_steps=steps,
-        max_epochs=-1,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        limit_val_batches=0,
-        accelerator="cpu",
-        devices=1,
-    )
-    trainer.fit(module, datamodule=datamodule)
-    return module
+def run_seed(
+    ctx: TaskContext, seed: int, arms: Mapping[str, Mapping[str, Any]], zoo_cfg: Mapping[str, Any], cfg: dict
+) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    """One seed: a zoo, one generator per arm, the evaluation table (one row per set) and the accuracy of
+    the first arm under each sampler in ``cfg["solvers"]``."""
+    zoo = cached_zoo(**zoo_cfg, seed=ZOO_SEED_STRIDE * seed, fitter=ctx.fitter)
+    aligned = align_zoo(zoo)
+    data = classification_data(zoo.dataset)
+
+    def accuracy_of(params: dict[str, torch.Tensor]) -> torch.Tensor:
+        return zoo_accuracy(zoo.arch, params, data.x_test, data.y_test)
+
+    generated: dict[str, Zoo] = {}
+    solver_rows: list[dict[str, Any]] = []
+    for index, (name, arm) in enumerate(arms.items()):
+        options = {k: v for k, v in arm.items() if k not in ARM_KEYS}
+        source = aligned if arm.get("align", True) else zoo
+        module = fit_generator(
+            arm["kind"], source, cfg["n_train"], cfg["steps"], cfg["hidden"], seed, ctx.fitter, **options
+        )
+        if arm["kind"] == "flow":
+            module.hparams.steps = cfg["sample_points"]
+        params = module.generate(cfg["n_generate"], seed)
+        generated[name] = Zoo(
+            params, zoo.arch, zoo.dataset, list(range(cfg["n_generate"])), accuracy_of(params)
+        )
+        if index == 0 and arm["kind"] == "flow":
+            samplers = [(module.hparams.solver, module.hparams.steps), *cfg["solvers"]]
+            for solver, points in samplers:
+                module.hparams.solver, module.hparams.steps = solver, points
+                accuracy = accuracy_of(module.generate(cfg["n_generate"], seed))
+                solver_rows.append(
+                    {"seed": seed, "solver": f"{solver}-{points}", "acc_mean": float(accuracy.mean())}
+                )
+    frame, _ = evaluate_generated(aligned, generated, cfg["n_train"], seed)
+    frame.insert(0, "seed", seed)
+    frame["zoo_acc_mean"] = float(zoo.accuracy[: cfg["n_train"]].mean())
+    return frame, solver_rows
 
 
-def timed_generation(module: WeightGenerator, n: int, seed: int = 0) -> tuple[float, torch.Tensor]:
-    """Seconds to sample ``n`` networks (unflattened, BatchNorm refreshed) and their test accuracies."""
-    start = time.perf_counter()
-    params = module.generate(n, seed)
-    seconds = time.perf_counter() - start
-    data = module.space.data
-    return seconds, zoo_accuracy(module.space.train.arch, params, data.x_test, data.y_test)
+def summarise(per_seed: pd.DataFrame) -> pd.DataFrame:
+    """Per set: the mean over seeds of each metric and its 95% half-width (``<metric>_ci``)."""
+    rows = []
+    for name, group in per_seed.groupby("set", sort=False):
+        row: dict[str, Any] = {"set": name, "seeds": len(group)}
+        for metric in (*METRICS, "knob"):
+            if metric in group and group[metric].notna().all():
+                row[metric], row[f"{metric}_ci"] = interval(group[metric].tolist())
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
-def canonicalisation_study(
+def paired(per_seed: pd.DataFrame, a: str, b: str | None, metric: str) -> list[float]:
+    """Per-seed ``metric`` of set ``a`` minus that of set ``b``; with ``b=None``, ``a``'s ``metric`` divided
+    by the zoo's mean accuracy."""
+    wide = per_seed.pivot(index="seed", columns="set", values=metric)
+    if b is None:
+        return (wide[a] / per_seed.groupby("seed")["zoo_acc_mean"].first()).tolist()
+    return (wide[a] - wide[b]).tolist()
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One row of paper_vs_ours: ``metric`` of set ``a`` minus set ``b`` (``b=None``: ``a`` over the zoo's
+    accuracy) per seed; "reproduced" when the whole 95% interval is above ``above``, "not reproduced" when
+    it is below, "no measured difference" (or "undecided" for a nonzero ``above``) otherwise."""
+
+    claim: str
+    paper: str
+    a: str
+    b: str | None
+    metric: str
+    above: float = 0.0
+
+    def row(self, per_seed: pd.DataFrame) -> dict[str, Any]:
+        mean, ci = interval(paired(per_seed, self.a, self.b, self.metric))
+        low, high = mean - ci, mean + ci
+        middle = (
+            "no measured difference" if self.above == 0 else f"undecided (interval contains {self.above})"
+        )
+        verdict = "reproduced" if low > self.above else "not reproduced" if high < self.above else middle
+        measure = f"{self.metric} {self.a} / zoo" if self.b is None else f"{self.metric} {self.a} - {self.b}"
+        return {"claim": self.claim, "paper": self.paper, "measure": measure, "ours": mean, "ci95": ci,
+                "threshold": self.above, "seeds": per_seed["seed"].nunique(), "verdict": verdict}  # fmt: skip
+
+
+def claims(method: str, arms: Mapping[str, Mapping[str, Any]]) -> list[Claim]:
+    """The paper's and the critique's claims for the method's set, then one row per other arm (its
+    ``claim`` and ``paper`` keys): the method's accuracy (mean, and the worst network) minus the arm's."""
+    rows = [
+        Claim("zoo-level accuracy without fine-tuning (within 2% of the zoo)", "yes (tables not available)",
+              method, None, "acc_mean", above=0.98),
+        Claim("as accurate as new networks of the zoo", "yes (tables not available)",
+              method, "heldout_real", "acc_mean"),
+        Claim("better than copying the nearest training network", "(Zeng et al. critique)",
+              method, "nearest_copy", "acc_mean"),
+        Claim("more novel than noise-added training networks of equal accuracy", "(Zeng et al. critique)",
+              method, "noise_added", "nn_dist_mean"),
+        Claim("not interpolations: farther from every training pair's segment than equal-accuracy noise",
+              "(Zeng et al. critique)", method, "noise_added", "seg_dist_mean"),
+        Claim("more novel than interpolations of equal accuracy", "(Zeng et al. critique)",
+              method, "interpolation_matched", "nn_dist_mean"),
+        Claim("as far from the training networks as new real networks", "(Zeng et al. critique)",
+              method, "heldout_real", "nn_dist_mean"),
+    ]  # fmt: skip
+    for name, arm in arms.items():
+        if name != method:
+            claim, paper = arm.get("claim", f"{method} beats {name}"), arm.get("paper", "-")
+            rows.append(Claim(f"{claim} (accuracy)", paper, method, name, "acc_mean"))
+            rows.append(Claim(f"{claim} (worst network)", "-", method, name, "acc_min"))
+    return rows
+
+
+def novelty_figure(summary: pd.DataFrame, floor: float = 0.5) -> Figure:
+    """Accuracy against distance to the nearest training network, mean ± 95% interval over seeds, for the
+    sets above ``floor`` accuracy (the others are named in the title)."""
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    shown = summary[summary["acc_mean"] >= floor]
+    for _, r in shown.iterrows():
+        ax.errorbar(r["nn_dist_mean"], r["acc_mean"], r["acc_mean_ci"], r["nn_dist_mean_ci"], fmt="o",
+                    capsize=2, label=str(r["set"]))  # fmt: skip
+    hidden = [f"{r['set']} ({r['acc_mean']:.2f})" for _, r in summary[summary["acc_mean"] < floor].iterrows()]
+    if hidden:
+        ax.set_title(f"not shown, accuracy < {floor}: {', '.join(hidden)}", fontsize=8)
+    ax.set_xlabel("mean L2 to the nearest training network (aligned)")
+    ax.set_ylabel("mean test accuracy")
+    ax.legend(fontsize=7, loc="lower right")
+    return fig
+
+
+def study(
     ctx: TaskContext,
-    arch: str | dict,
+    *,
+    seeds: list[int],
+    arms: dict[str, dict[str, Any]],
+    arch: str | dict = "mlp_64_32_10",
     dataset: str = "digits",
     n_networks: int = 200,
     n_train: int = 100,
-    epochs: int = 20,
-    batch_size: int = 128,
-    lr: float = 1e-2,
-    steps: int = 2000,
+    zoo_epochs: int = 20,
+    zoo_batch_size: int = 128,
+    zoo_lr: float = 1e-2,
+    steps: int = 3000,
     hidden: int = 256,
     n_generate: int = 100,
-    seed: int = 0,
+    sample_points: int = 100,
+    solvers: list[list[Any]] | None = None,
 ) -> TaskOutput:
-    """Re-based vs raw training of the same flow on the same zoo: accuracy of ``n_generate`` sampled
-    networks against the zoo's, written to ``results.json``."""
-    zoo = train_zoo(arch, dataset, n_networks, epochs, batch_size, lr, seed)
-    results: dict[str, float] = {"zoo/acc_mean": float(zoo.accuracy[:n_train].mean())}
-    for arm, source in (("aligned", align_zoo(zoo)), ("raw", zoo)):
-        module = fit_generator("flow", source, n_train, steps, hidden, seed)
-        seconds, accuracy = timed_generation(module, n_generate, seed)
-        results |= {
-            f"{arm}/acc_mean": float(accuracy.mean()),
-            f"{arm}/acc_std": float(accuracy.std()),
-            f"{arm}/acc_min": float(accuracy.min()),
-            f"{arm}/acc_ratio": float(accuracy.mean()) / results["zoo/acc_mean"],
-            f"{arm}/sample_seconds": seconds,
-        }
-    log.info("canonicalisation study: %s", results)
-    return {"metrics": results}
+    """DeepWeightFlow's claims over ``seeds``: per seed a zoo of ``n_networks`` (the first ``n_train`` train
+    the generators), one generator per arm (``{name: {kind: flow|ddpm, align: bool, claim: str, paper: str,
+    **generator options}}``; the first arm is the method, each other arm an ablation or a peer compared
+    with it in paper_vs_ours), the critique's baselines matched to the method, and ``solvers``
+    ([[euler, 20], ...]) on the method."""
+    if not seeds or not arms:
+        raise ConfigError("task.seeds and task.arms must not be empty")
+    if any(arm.get("kind") not in ("flow", "ddpm") for arm in arms.values()):
+        raise ConfigError(f"every arm needs kind: flow or ddpm; got {dict(arms)}")
+    zoo_cfg = {"arch": arch, "dataset": dataset, "n_networks": n_networks, "epochs": zoo_epochs,
+               "batch_size": zoo_batch_size, "lr": zoo_lr}  # fmt: skip
+    cfg = {"n_train": n_train, "steps": steps, "hidden": hidden, "n_generate": n_generate,
+           "sample_points": sample_points, "solvers": solvers or []}  # fmt: skip
+    frames, solver_rows = [], []
+    for seed in track(seeds, "deepweightflow study (seeds)"):
+        frame, rows = run_seed(ctx, seed, arms, zoo_cfg, cfg)
+        frames.append(frame.reset_index())
+        solver_rows += rows
+        log.info("seed %d:\n%s", seed, frame.to_string(float_format=lambda v: f"{v:.4f}"))
+    per_seed = pd.concat(frames, ignore_index=True)
+    summary = summarise(per_seed)
+    method = next(iter(arms))
+    verdicts = [claim.row(per_seed) for claim in claims(method, arms)]
+    tables: dict[str, Any] = {"paper_vs_ours": verdicts, "summary": summary, "per_seed": per_seed}
+    if solver_rows:
+        solver_frame = pd.DataFrame(solver_rows)
+        tables["solvers"] = [
+            {
+                "solver": name,
+                "acc_mean": interval(g["acc_mean"])[0],
+                "acc_mean_ci": interval(g["acc_mean"])[1],
+            }
+            for name, g in solver_frame.groupby("solver", sort=False)
+        ]
+    metrics = {
+        f"{r['set']}/{k}": float(v) for r in summary.to_dict("records") for k, v in r.items() if k != "set"
+    }
+    metrics |= {f"claim/{r['measure']}": r["ours"] for r in verdicts}
+    return {"metrics": metrics, "tables": tables, "figures": {"novelty": novelty_figure(summary)}}
