@@ -82,10 +82,14 @@ class DivergenceGuard(L.Callback):
 
 
 def _all_finite(tensors: object) -> bool:
-    values = [t.detach() for t in tensors if t.is_floating_point()]  # type: ignore[attr-defined]
-    if not values:
-        return True
-    return bool(torch.stack([torch.isfinite(v).all() for v in values]).all())
+    """True if no tensor holds a NaN or Inf: one fused max-abs per dtype and device (NaN propagates)."""
+    groups: dict[tuple[torch.dtype, torch.device], list[torch.Tensor]] = {}
+    for tensor in tensors:  # type: ignore[attr-defined]
+        if tensor.is_floating_point():
+            groups.setdefault((tensor.dtype, tensor.device), []).append(tensor.detach())
+    return all(
+        bool(torch.stack(torch._foreach_norm(group, math.inf)).isfinite().all()) for group in groups.values()
+    )
 
 
 def _roll_back(callback: object, bad_step: int) -> bool:
