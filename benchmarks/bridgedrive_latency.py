@@ -24,7 +24,7 @@ import torch
 from litlab.core.machine import cpu_model
 from litlab.datamodules.driving_sim import observation_dim
 from litlab.methods.bridgedrive import planners as P
-from litlab.methods.bridgedrive.training import plan_statistics
+from litlab.methods.bridgedrive.anchors import plan_statistics
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ARMS = {

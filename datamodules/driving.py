@@ -17,11 +17,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader
 
 from litlab.core.errors import LitlabError
 from litlab.core.paths import cache_dir
-from litlab.datamodules.base import GlobalBatchDataModule
+from litlab.datamodules.base import GlobalBatchDataModule, TensorBatchDataset, batch_loader
 from litlab.datamodules.driving_geometry import future_waypoints
 from litlab.datamodules.driving_sim import SceneConfig, install_expert, make_env, observe, pose
 
@@ -141,8 +141,8 @@ class DrivingDataModule(GlobalBatchDataModule):
         self.scenes = [SceneConfig(**dict(s)) for s in scenes]
         self.episodes, self.horizon, self.stride = episodes, horizon, stride
         self.val_fraction, self.path, self.seed = val_fraction, path, seed
-        self.train_set: TensorDataset | None = None
-        self.val_set: TensorDataset | None = None
+        self.train_set: TensorBatchDataset | None = None
+        self.val_set: TensorBatchDataset | None = None
 
     @property
     def dt(self) -> float:
@@ -155,8 +155,8 @@ class DrivingDataModule(GlobalBatchDataModule):
         data = load_or_collect(self.scenes, self.episodes, self.seed, self.horizon, self.stride, self.path)
         train, val = split_by_episode(data["episode"], self.val_fraction, self.seed)
         obs, plan = torch.from_numpy(data["obs"]), torch.from_numpy(data["plan"])
-        self.train_set = TensorDataset(obs[train], plan[train])
-        self.val_set = TensorDataset(obs[val], plan[val])
+        self.train_set = TensorBatchDataset(obs[train], plan[train])
+        self.val_set = TensorBatchDataset(obs[val], plan[val])
 
     @property
     def train_plans(self) -> torch.Tensor:
@@ -170,12 +170,11 @@ class DrivingDataModule(GlobalBatchDataModule):
         return self.train_set.tensors[0].shape[1]
 
     def train_dataloader(self) -> DataLoader:
-        return DataLoader(
-            self.train_set, self.per_device_batch_size, shuffle=True, num_workers=self.num_workers
-        )
+        """Seeded per-epoch shuffle (a resumed run draws the same batches), batches gathered in one op."""
+        return batch_loader(self.train_set, self.per_device_batch_size, True, self.seed, self.num_workers)
 
     def val_dataloader(self) -> DataLoader:
-        return DataLoader(self.val_set, self.per_device_batch_size, num_workers=self.num_workers)
+        return batch_loader(self.val_set, self.per_device_batch_size, False, self.seed, self.num_workers)
 
     def test_dataloader(self) -> DataLoader:
         return self.val_dataloader()

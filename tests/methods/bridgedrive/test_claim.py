@@ -1,65 +1,62 @@
-"""BridgeDrive's claim, CI-sized, in closed loop (highway-fast-v0 + merge-v0, 2 denoising steps for all).
+"""BridgeDrive's mechanism, CI-sized: the bridge's plan follows its anchor (highway-env, 15 Hz).
 
-The paper's ordering (bridge >= truncated > plain success) is within sampling noise at this scale (method
-README). So the test asserts what is robust: the bridge is not worse than either diffusion baseline by
-more than the noise of 40 paired episodes, it clears a floor that catastrophic errors (a sign or frame
-error that leaves the road or crashes at once) miss, and its open-loop error is close to the truncated
-planner's (both start from the same anchors; a bridge that failed to refine would have the anchor error).
-It also checks that the study task writes its tables and plots."""
+Three training seeds (11, 12, 13; the study uses 0-4 and nothing was tuned on these) of the bridge and of
+its ablation without the anchor (a bridge from the mean plan, ``anchor=False``), same data, recipe and
+2 denoising steps, scored on held-out expert episodes; the trained bridge is also sampled from a random
+anchor. Measured (400 steps, load average ~30):
+- random anchor / classifier's anchor ADE: 4.88 / 1.52, 5.09 / 1.68, 5.22 / 1.75 m (ratio 3.21, 3.04,
+  2.99; seed sd 0.12): the plan is carried from its anchor, so the classifier's pick decides the plan.
+  Asserted: ratio > 2 on every seed (fails when the anchor is removed from the bridge: ratio 1).
+- FDE no-anchor minus bridge: +0.36, -0.06, -0.44 m (mean -0.05, seed sd 0.40): at this scale removing
+  the anchor makes no measured open-loop difference (nor in closed loop: ``results/bridgedrive/study``).
+  Asserted as measured: |mean| < 0.6 m, about 2.6 standard errors of the mean.
+- anchor accuracy 0.56-0.59 (16 anchors, chance 0.06). Asserted: > 0.4.
+"""
 
 from __future__ import annotations
 
-from functools import partial
-from pathlib import Path
+import copy
+import functools
 
-import pandas as pd
+import numpy as np
 import pytest
+import torch
 
+from litlab.datamodules.driving import load_or_collect, split_by_episode
+from litlab.datamodules.driving_sim import SceneConfig
+from litlab.fitting import Fitter
 from litlab.methods.bridgedrive import planners as P
-from litlab.methods.bridgedrive.study import closed_loop_study
-from litlab.task import TaskContext
+from litlab.methods.bridgedrive.training import build_planner, fit_planner, open_loop_metrics
 
-CLAIM = {"train_episodes": 30, "eval_episodes": 20, "train_steps": 600}
-NOISE = 0.2  # about two standard errors of a difference of two 40-episode success rates near 0.5
+SEEDS = (11, 12, 13)
+STEPS = 400
+RANDOM_ANCHOR_FACTOR = 2.0  # measured ADE ratio random / classifier anchor 2.99-3.21
+NO_ANCHOR_BOUND = 0.6  # m: measured mean FDE gap -0.05, seed sd 0.40
 SCENES = [
-    {
-        "env_id": "highway-fast-v0",
-        "vehicles_count": 10,
-        "vehicles_density": 1.5,
-        "duration": 15,
-        "route_length": 300,
-    },
-    {"env_id": "merge-v0", "duration": 15, "route_length": 300},
+    SceneConfig(env_id="highway-fast-v0", simulation_frequency=15),
+    SceneConfig(env_id="merge-v0", simulation_frequency=15),
 ]
 
 
 @pytest.mark.slow
-def test_closed_loop_claim(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv("LITLAB_CACHE", str(tmp_path / "cache"))
-    results = closed_loop_study(
-        TaskContext.local(tmp_path),
-        planners={
-            "bridge": partial(P.BridgePlanner),
-            "truncated": partial(P.TruncatedDiffusionPlanner),
-            "plain": partial(P.PlainDiffusionPlanner),
-        },
-        scenes=SCENES,
-        train_episodes=CLAIM["train_episodes"],
-        eval_episodes=CLAIM["eval_episodes"],
-        seeds=[0],
-        denoise_steps=2,
-        sweep_steps=[2],
-        train_steps=CLAIM["train_steps"],
-    )
-    results = results["metrics"]
-    for name in ("episodes.csv", "summary.csv", "table.md", "plots/episode_merge-v0.png"):
-        assert (tmp_path / name).exists(), name
-    episodes = pd.read_csv(tmp_path / "episodes.csv")
-    assert len(episodes) == 3 * 2 * CLAIM["eval_episodes"]
-    print({k: round(v, 3) for k, v in results.items()})
-    assert results["bridge/success"] >= 0.2 and results["bridge/off_road"] <= 0.1
-    assert results["bridge/driving_score"] >= 0.5
-    assert results["bridge/ade"] <= 1.35 * results["truncated/ade"]
-    assert results["bridge/anchor_accuracy"] >= 0.5  # 16 anchors: chance is about 0.06
-    assert results["bridge/success"] >= results["truncated/success"] - NOISE
-    assert results["bridge/success"] >= results["plain/success"] - NOISE
+def test_the_plan_follows_the_anchor_and_the_no_anchor_ablation_is_level() -> None:
+    data = load_or_collect(SCENES, episodes=30, seed=0, horizon=8, stride=2)
+    train, val = split_by_episode(data["episode"], 0.2, 0)
+    obs, plans = torch.from_numpy(data["obs"]), torch.from_numpy(data["plan"])
+    arms = {"bridge": P.BridgePlanner, "no_anchor": functools.partial(P.BridgePlanner, anchor=False)}
+    fitter, scores = Fitter(), {}
+    for seed in SEEDS:
+        for name, arm in arms.items():
+            planner = build_planner(arm, obs[train], plans[train], 16, seed)
+            fit_planner(fitter, planner, obs[train], plans[train], STEPS, 256, 2e-3, seed)
+            scores[seed, name] = open_loop_metrics(planner, obs[val], plans[val], steps=2)
+            if name == "bridge":
+                shuffled = copy.deepcopy(planner)
+                shuffled.anchor_choice = "random"
+                scores[seed, "random"] = open_loop_metrics(shuffled, obs[val], plans[val], steps=2)
+    gap = np.array([scores[s, "no_anchor"]["fde"] - scores[s, "bridge"]["fde"] for s in SEEDS])
+    ratio = np.array([scores[s, "random"]["ade"] / scores[s, "bridge"]["ade"] for s in SEEDS])
+    print({k: {m: round(v, 3) for m, v in d.items()} for k, d in scores.items()}, gap, ratio)
+    assert (ratio > RANDOM_ANCHOR_FACTOR).all()
+    assert abs(gap.mean()) < NO_ANCHOR_BOUND
+    assert all(scores[s, "bridge"]["anchor_accuracy"] > 0.4 for s in SEEDS)  # 16 anchors: chance ≈ 0.06

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 from diffusers import DDIMScheduler
 
+from litlab.fitting import Fitter
 from litlab.methods.bridgedrive import planners as P
-from litlab.methods.bridgedrive.anchors import kmeans, nearest_anchor
+from litlab.methods.bridgedrive.anchors import kmeans, nearest_anchor, plan_statistics
 from litlab.methods.bridgedrive.training import build_planner, fit_planner, open_loop_metrics
 
 ARMS = [
@@ -86,19 +89,49 @@ def test_bridge_and_truncated_share_the_parameter_budget() -> None:
     assert counts["PlainDiffusionPlanner"] == counts["RegressionPlanner"]
 
 
-def test_truncated_timesteps_follow_diffusiondrive() -> None:
+def test_truncated_timesteps_start_where_diffusiondrive_does() -> None:
     obs, plans = toy_data()
     planner = build_planner(P.TruncatedDiffusionPlanner, obs, plans, 3, 0)
-    assert planner.timesteps(2) == [10, 0]
-    assert planner.timesteps(1) == [10]
-    assert planner.timesteps(5) == [10, 8, 5, 2, 0]
+    assert planner.timesteps(2) == [8, 0]
+    assert planner.timesteps(1) == [8]
+    assert planner.timesteps(5) == [8, 6, 4, 2, 0]
+
+
+def test_denoiser_has_no_residual_on_x_t() -> None:
+    """Every arm predicts x̂_0 outright: x_t reaches the output only through the network."""
+    obs, plans = toy_data()
+    planner = build_planner(P.BridgePlanner, obs, plans, 3, 0)
+    decoder = planner.decoder
+    torch.nn.init.zeros_(decoder.net[-1].weight)
+    torch.nn.init.zeros_(decoder.net[-1].bias)
+    x_t = torch.randn(4, 8, 2)
+    out = decoder(torch.randn(4, 128), x_t, torch.randn(4, 8, 2), torch.rand(4) * 1000)
+    torch.testing.assert_close(out, torch.zeros_like(x_t))
+
+
+def test_bridge_ablations_start_from_the_mean_plan_a_random_or_a_fixed_anchor() -> None:
+    obs, plans = toy_data()
+    context = torch.randn(6, 128)
+    no_anchor = build_planner(functools.partial(P.BridgePlanner, anchor=False), obs, plans, 3, 0)
+    assert no_anchor.classifier is None and not no_anchor.uses_anchors
+    torch.testing.assert_close(no_anchor.denormalize(no_anchor.start(context)), plans.mean(0).expand(6, 8, 2))
+    assert torch.isfinite(no_anchor.loss(obs, plans)["loss"])
+    fixed = build_planner(functools.partial(P.BridgePlanner, anchor_choice="fixed"), obs, plans, 3, 0)
+    starts = fixed.denormalize(fixed.start(context))
+    assert (starts == starts[:1]).all()
+    random = build_planner(functools.partial(P.BridgePlanner, anchor_choice="random"), obs, plans, 3, 0)
+    picks = random.denormalize(random.start(torch.randn(200, 128), torch.Generator().manual_seed(0)))
+    assert len({round(p[-1, 1].item(), 3) for p in picks}) == 3  # every anchor drawn
+    with pytest.raises(ValueError, match="anchor_choice"):
+        P.BridgePlanner(obs_dim=10, anchor_choice="best", **plan_statistics(plans, 3, 0))
 
 
 def test_bridge_planner_learns_the_multimodal_toy_task() -> None:
     """A few hundred steps: the classifier picks the right lane-change mode and the plan lands within 1 m."""
     obs, plans = toy_data(256)
     planner = build_planner(P.BridgePlanner, obs, plans, 3, 0)
-    fit_planner(planner, obs, plans, steps=300, batch_size=128, lr=3e-3, seed=0)
+    fit = fit_planner(Fitter(), planner, obs, plans, steps=300, batch_size=128, lr=3e-3, seed=0)
+    assert fit.steps == 300
     test_obs, test_plans = toy_data(128, seed=1)
     metrics = open_loop_metrics(planner, test_obs, test_plans, steps=2)
     assert metrics["anchor_accuracy"] > 0.95

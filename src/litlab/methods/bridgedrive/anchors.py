@@ -34,3 +34,12 @@ def nearest_anchor(plans: Tensor, anchors: Tensor) -> Tensor:
     """
     distance = (plans[:, None] - anchors[None]).norm(dim=-1).mean(dim=-1)  # (B, K)
     return distance.argmin(dim=1)
+
+
+def plan_statistics(plans: Tensor, n_anchors: int, seed: int) -> dict[str, Tensor]:
+    """Anchors ``(K, H, 2)`` (k-means), per-index ``mean`` and ``std`` ``(H, 2)`` of ``plans: (N, H, 2)``."""
+    return {
+        "anchors": kmeans(plans, n_anchors, seed=seed),
+        "mean": plans.mean(dim=0),
+        "std": plans.std(dim=0),
+    }

@@ -10,11 +10,11 @@ import matplotlib.pyplot as plt
 import torch
 from matplotlib.figure import Figure
 
-from litlab.methods.bridgedrive.anchors import nearest_anchor
+from litlab.methods.bridgedrive.anchors import nearest_anchor, plan_statistics
 from litlab.methods.bridgedrive.planners import Planner
-from litlab.methods.bridgedrive.training import plan_statistics
 
 OptimizerFactory = Callable[..., torch.optim.Optimizer]
+SchedulerFactory = Callable[..., torch.optim.lr_scheduler.LRScheduler]
 
 
 class PlannerModule(L.LightningModule):
@@ -24,21 +24,26 @@ class PlannerModule(L.LightningModule):
     mean/std), which are buffers of the planner and so travel with checkpoints.
 
     Args:
-        planner: partial ``Planner`` class (obs_dim, anchors, mean, std are filled in).
+        planner: partial ``Planner`` class (obs_dim, anchors, mean, std are filled in), or a built
+            ``Planner`` (the study builds its planners from its own data split).
         n_anchors: K for k-means. sample_steps: decoder calls per plan at validation/test.
+        scheduler: optional partial LR scheduler, stepped every optimizer step.
     """
 
     def __init__(
         self,
-        planner: Callable[..., Planner],
+        planner: Callable[..., Planner] | Planner,
         optimizer: OptimizerFactory,
         n_anchors: int = 16,
         sample_steps: int = 2,
+        scheduler: SchedulerFactory | None = None,
     ) -> None:
         super().__init__()
-        self.save_hyperparameters(logger=False, ignore=["planner", "optimizer"])
-        self.planner_factory, self.optimizer_factory = planner, optimizer
-        self.planner: Planner | None = None
+        self.save_hyperparameters(logger=False, ignore=["planner", "optimizer", "scheduler"])
+        self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
+        built = isinstance(planner, Planner)
+        self.planner_factory = None if built else planner
+        self.planner: Planner | None = planner if built else None
         self._figure_batch: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def setup(self, stage: str) -> None:
@@ -79,7 +84,11 @@ class PlannerModule(L.LightningModule):
         self._evaluate(batch, "test")
 
     def configure_optimizers(self) -> Any:
-        return self.optimizer_factory(params=self.parameters())
+        optimizer = self.optimizer_factory(params=self.parameters())
+        if self.scheduler_factory is None:
+            return optimizer
+        scheduler = self.scheduler_factory(optimizer)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
     def figures(self, stage: str) -> dict[str, Figure]:
         """Expert plan, sampled plan and (anchored planners) chosen anchor for a few validation scenes."""

@@ -40,8 +40,10 @@ class Denoiser(nn.Module):
 
     Shapes ``(B, C), (B, H, 2), (B, H, 2), (B,)`` -> ``(B, H, 2)``.
 
-    The x0-parametrisation of BridgeDrive and DiffusionDrive; the residual on x_t keeps near-clean inputs
-    near identity. Planners without an anchor (plain diffusion) or without x_t (regression) pass zeros.
+    The x0-parametrisation of BridgeDrive and DiffusionDrive, with no residual on x_t: an ``x_t + f`` form
+    would hand the anchor-started arms (whose x_t is already near the plan) an identity prior that plain
+    diffusion and regression lack, so every arm predicts x̂_0 outright. Planners without an anchor (plain
+    diffusion) or without x_t (regression) pass zeros.
     """
 
     def __init__(
@@ -53,7 +55,7 @@ class Denoiser(nn.Module):
 
     def forward(self, context: Tensor, x_t: Tensor, anchor: Tensor, t: Tensor) -> Tensor:
         h = torch.cat([context, x_t.flatten(1), anchor.flatten(1), time_embedding(t, self.time_dim)], dim=-1)
-        return x_t + self.net(h).view_as(x_t)
+        return self.net(h).view_as(x_t)
 
 
 class AnchorClassifier(nn.Module):

@@ -109,18 +109,55 @@ class Planner(nn.Module, abc.ABC):
         """``(B, H, 2)`` plan in metres using ``steps`` decoder calls (ignored by one-shot planners)."""
 
 
+ANCHOR_CHOICES = ("classifier", "random", "fixed")
+
+
 class BridgePlanner(Planner):
     """BridgeDrive: x̂_0 decoder trained on VP-bridge samples between the nearest anchor and the plan
-    (t = k/1000, k ~ U{1..1000}), loss L1(x̂_0, x_0) + focal; DBIM sampling from the classifier's anchor."""
+    (t = k/1000, k ~ U{1..1000}), loss L1(x̂_0, x_0) + focal; DBIM sampling from the classifier's anchor.
 
-    def __init__(self, *args, beta_d: float = 1.0, beta_min: float = 0.1, **kwargs) -> None:
+    Ablations (config flags): ``anchor=False`` bridges from the mean training plan instead of an anchor, in
+    training and sampling, with no classifier (the bridge without its anchor guidance);
+    ``anchor_choice="random"`` samples from a uniformly random anchor and ``"fixed"`` from the one anchor
+    nearest the mean plan (trained as the paper; tests whether the classifier's pick matters).
+    """
+
+    def __init__(
+        self,
+        *args,
+        beta_d: float = 1.0,
+        beta_min: float = 0.1,
+        anchor: bool = True,
+        anchor_choice: str = "classifier",
+        **kwargs,
+    ) -> None:
+        if anchor_choice not in ANCHOR_CHOICES:
+            raise ValueError(f"anchor_choice={anchor_choice!r}; choose one of {ANCHOR_CHOICES}")
+        self.uses_anchors = anchor
         super().__init__(*args, **kwargs)
         self.bridge = VPBridge(beta_d, beta_min)
+        self.anchor_choice = anchor_choice
+
+    def start(self, context: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        """``(B, H, 2)`` normalised bridge start x_T at sampling time (see the class docstring)."""
+        batch = (len(context), self.horizon, 2)
+        if not self.uses_anchors:
+            return torch.zeros(batch, device=context.device)  # the mean plan, normalised
+        if self.anchor_choice == "classifier":
+            index = self.classifier(context).argmax(dim=1)
+        elif self.anchor_choice == "random":
+            index = torch.randint(len(self.anchors), (len(context),), generator=generator).to(context.device)
+        else:
+            index = nearest_anchor(self.mean[None], self.anchors).expand(len(context))
+        return self.normalize(self.anchors[index])
 
     def loss(self, obs: Tensor, plan: Tensor) -> dict[str, Tensor]:
         context = self.encoder(obs)
-        focal, _, x_T = self.anchor_losses(context, plan)
         x0 = self.normalize(plan)
+        if self.uses_anchors:
+            focal, _, x_T = self.anchor_losses(context, plan)
+        else:
+            focal, x_T = torch.zeros((), device=obs.device), torch.zeros_like(x0)
         t = torch.randint(1, TRAIN_TIMESTEPS + 1, (len(obs),), device=obs.device) / TRAIN_TIMESTEPS
         x_t = self.bridge.marginal(x0, x_T, t, torch.randn_like(x0))
         l1 = (self.decoder(context, x_t, x_T, t * TRAIN_TIMESTEPS) - x0).abs().mean()
@@ -129,7 +166,7 @@ class BridgePlanner(Planner):
     @torch.no_grad()
     def plan(self, obs: Tensor, steps: int, generator: torch.Generator | None = None) -> Tensor:
         context = self.encoder(obs)
-        x_T = self.normalize(self.anchors[self.classifier(context).argmax(dim=1)])
+        x_T = self.start(context, generator)
         x0 = self.bridge.sample(
             lambda x, t, anchor: self.decoder(context, x, anchor, t * TRAIN_TIMESTEPS), x_T, steps, generator
         )
@@ -138,9 +175,10 @@ class BridgePlanner(Planner):
 
 class TruncatedDiffusionPlanner(Planner):
     """DiffusionDrive: train on the nearest anchor noised to t ~ U{0..truncation-1} (DDPM forward process),
-    L1 on x̂_0 + focal; sample by noising the chosen anchor to ``start_step`` and running DDIM to 0."""
+    L1 on x̂_0 + focal; sample by noising the chosen anchor to ``start_step`` (DiffusionDrive: t = 8 of 1000)
+    and running DDIM to 0."""
 
-    def __init__(self, *args, truncation: int = 50, start_step: int = 10, **kwargs) -> None:
+    def __init__(self, *args, truncation: int = 50, start_step: int = 8, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         if not 0 < start_step < truncation <= TRAIN_TIMESTEPS:
             raise ValueError("need 0 < start_step < truncation <= 1000")
@@ -157,7 +195,7 @@ class TruncatedDiffusionPlanner(Planner):
         return {"loss": self.l1_weight * l1 + self.focal_weight * focal, "l1": l1, "focal": focal}
 
     def timesteps(self, steps: int) -> list[int]:
-        """Decoder-call times: ``steps`` values from ``start_step`` down to 0 (DiffusionDrive: [10, 0])."""
+        """Decoder-call times: ``steps`` values from ``start_step`` down to 0 (2 steps from t = 8: [8, 0])."""
         grid = (
             torch.linspace(self.start_step, 0, steps).round().long().tolist()
             if steps > 1
