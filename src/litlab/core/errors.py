@@ -26,6 +26,7 @@ OPTIONAL_PACKAGES = {
     "pymc": "tpnn",
     "pymc_bart": "tpnn",
     "densratio": "dre",
+    "faiss": "disco",
 }
 
 
