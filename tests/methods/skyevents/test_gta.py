@@ -7,7 +7,14 @@ import torch
 
 from litlab.datamodules.events import FlightConfig, load_sequence
 from litlab.datamodules.uav.sensors import Events, simulate_events
-from litlab.methods.skyevents.gta import compensate_latency, estimate_offset_gta, frame_event_indices
+from litlab.methods.skyevents.gta import (
+    compensate_latency,
+    edge_gradients,
+    estimate_offset_gta,
+    flat_ground,
+    frame_event_indices,
+    gta_score,
+)
 
 
 def test_frame_event_indices_match_a_loop() -> None:
@@ -42,3 +49,16 @@ def test_gta_recovers_a_planted_offset_on_a_noise_free_sequence(offset: float) -
         f"GTA {1e3 * result.offset:.3f} ms vs planted {1e3 * offset} ms"
     )
     assert abs(float(result.offsets[result.scores.argmin()]) - offset) <= 1e-3  # the coarse curve's minimum
+
+
+def test_flat_ground_ablation_replaces_only_the_lidar_dem() -> None:
+    sequence = load_sequence(FlightConfig(seed=5, condition="low_light", duration=0.4, time_offset=0.007))
+    flat = flat_ground(sequence)
+    heights = sequence.surface.heights
+    assert float(heights.std()) > 1.0  # the scene has buildings and trees
+    torch.testing.assert_close(flat.surface.heights, torch.full_like(heights, float(heights.mean())))
+    assert flat.events is sequence.events and flat.key is None and sequence.surface.heights is heights
+    gradients = edge_gradients(sequence.frames)
+    assert gta_score(sequence, 0.007, gradients) != gta_score(flat, 0.007, gradients)  # GTA reads the DEM
+    with pytest.raises(ValueError, match="geometry"):
+        estimate_offset_gta(sequence, geometry="dem")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from litlab.core.errors import ConfigError
 from litlab.datamodules.events import FlightConfig, load_sequence
 from litlab.fitting import Fitter
 from litlab.methods.skyevents.fitting import fit
@@ -46,6 +47,26 @@ def test_rer_gradient_reaches_only_texels_seen_by_the_event_camera(sequence) -> 
     assert float(event.detach()) > 0 and 0 < float(touched.float().mean()) < 0.2
 
 
+def rer_touched_texels(sequence, overlap_mask: bool) -> torch.Tensor:
+    """Texels ``(Ht, Wt)`` that one RER step on frames 4, 5 sends gradient to."""
+    objective = EventReconstruction(
+        event_loss="rer", event_weight=1.0, min_events=1, overlap_mask=overlap_mask
+    )
+    objective.build(sequence, 0.007)
+    with torch.no_grad():
+        objective.texture.logits.normal_(generator=torch.Generator().manual_seed(0))
+    torch.manual_seed(0)  # the same event windows for both arms
+    objective.losses(sequence, torch.tensor([4, 5]))["event"].backward()
+    return objective.texture.logits.grad.abs().sum(0) > 0
+
+
+def test_overlap_mask_flag_switches_rer_between_omega_and_the_whole_event_frame(sequence) -> None:
+    omega = EventReconstruction().rer_mask(sequence, sequence.frame_times[4:6])
+    assert 0.2 < float(omega.float().mean()) < 0.95  # the event camera sees more than the RGB camera
+    with_mask, without = rer_touched_texels(sequence, True), rer_touched_texels(sequence, False)
+    assert bool((with_mask <= without).all()) and int(without.sum()) > 1.2 * int(with_mask.sum())
+
+
 def test_unknown_event_loss_is_rejected() -> None:
     with pytest.raises(ValueError, match="event_loss"):
         EventReconstruction(event_loss="l2")
@@ -55,6 +76,8 @@ def test_module_offset_choices(sequence) -> None:
     objective = EventReconstruction()
     assert EventReconstructor(objective, torch.optim.Adam, offset="true").resolve_offset(sequence) == 0.007
     assert EventReconstructor(objective, torch.optim.Adam, offset=0.002).resolve_offset(sequence) == 0.002
+    with pytest.raises(ConfigError, match="gta_geometry"):
+        EventReconstructor(objective, torch.optim.Adam, gta_geometry="dem")
 
 
 def test_psnr_is_the_mean_of_per_view_psnrs(sequence) -> None:

@@ -24,6 +24,13 @@ def test_study_writes_tables_grid_and_results(tmp_path: Path) -> None:
         "psnr/low_light/a_rgb_only",
         "psnr/low_light/d_rer_gta",
     }
+    assert set(results["tables"]) == {
+        "gta_errors",
+        "gta_summary",
+        "reconstruction",
+        "reconstruction_seed_spread",
+    }
+    assert {"gta_error_ms", "gta_flat_error_ms"} <= set(results["tables"]["gta_errors"].columns)
     assert (tmp_path / "gta.csv").read_text().count("\n") == 2
     assert (tmp_path / "reconstruction.csv").read_text().count("\n") == 3
     assert "GTA" in (tmp_path / "tables.md").read_text()

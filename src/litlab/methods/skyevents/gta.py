@@ -18,9 +18,11 @@ import torch
 from scipy import ndimage
 
 from litlab.datamodules.events import UAVSequence
-from litlab.datamodules.uav.geometry import project_points, world_points
+from litlab.datamodules.uav.geometry import HeightField, project_points, world_points
 from litlab.datamodules.uav.render import luminance
 from litlab.datamodules.uav.sensors import Events
+
+GEOMETRIES = ("lidar", "flat")
 
 
 @dataclass
@@ -30,6 +32,15 @@ class AlignmentResult:
     offset: float
     offsets: torch.Tensor
     scores: torch.Tensor
+
+
+def flat_ground(sequence: UAVSequence) -> UAVSequence:
+    """The same flight with its LiDAR DEM replaced by a plane at the DEM's mean height (GTA's ablation)."""
+    heights = sequence.surface.heights
+    out = UAVSequence(**{f: getattr(sequence, f) for f in sequence.__dataclass_fields__})
+    out.surface = HeightField(torch.full_like(heights, float(heights.mean())), sequence.surface.bounds)
+    out.key = None
+    return out
 
 
 def edge_gradients(frames: torch.Tensor, smooth: float = 1.0, dark: float = 0.01) -> torch.Tensor:
@@ -168,10 +179,17 @@ def estimate_offset_gta(
     stride: int = 2,
     coarse_stride: int = 8,
     latency_fraction: float = 0.5,
+    geometry: str = "lidar",
 ) -> AlignmentResult:
     """GTA's offset estimate (s): argmin of ``gta_score`` over [−search, search], coarse to 0.1 ms, then
     a parabola. The coarse grid scores every ``coarse_stride``-th event, the fine one every ``stride``-th.
-    ``latency_fraction`` > 0 first corrects the events' firing lag (``compensate_latency``)."""
+    ``latency_fraction`` > 0 first corrects the events' firing lag (``compensate_latency``).
+    ``geometry="flat"`` is the ablation without LiDAR: events are placed on a plane at the DEM's mean height.
+    """
+    if geometry not in GEOMETRIES:
+        raise ValueError(f"geometry must be one of {GEOMETRIES}, got {geometry!r}")
+    if geometry == "flat":
+        sequence = flat_ground(sequence)
     gradients = edge_gradients(sequence.frames)
     if latency_fraction > 0:
         sequence = sequence.with_events(compensate_latency(sequence.events, latency_fraction))

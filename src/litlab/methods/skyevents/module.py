@@ -11,22 +11,24 @@ import matplotlib.pyplot as plt
 import torch
 from matplotlib.figure import Figure
 
+from litlab.core.errors import ConfigError
 from litlab.core.paths import cache_dir
 from litlab.datamodules.events import UAVSequence
-from litlab.methods.skyevents.gta import estimate_offset_gta
+from litlab.methods.skyevents.gta import GEOMETRIES, estimate_offset_gta
 from litlab.methods.skyevents.objective import EventReconstruction
 
 OptimizerFactory = Callable[..., torch.optim.Optimizer]
 
 
-def gta_offset_cached(sequence: UAVSequence) -> float:
+def gta_offset_cached(sequence: UAVSequence, geometry: str = "lidar") -> float:
     """GTA's offset for ``sequence``, stored beside a cached synthetic flight so reruns skip the search."""
     if sequence.key is None:
-        return estimate_offset_gta(sequence).offset
-    path = cache_dir("events") / f"skyevents_{sequence.key}_gta.json"
+        return estimate_offset_gta(sequence, geometry=geometry).offset
+    suffix = "" if geometry == "lidar" else f"_{geometry}"
+    path = cache_dir("events") / f"skyevents_{sequence.key}_gta{suffix}.json"
     if path.exists():
         return float(json.loads(path.read_text())["offset"])
-    offset = estimate_offset_gta(sequence).offset
+    offset = estimate_offset_gta(sequence, geometry=geometry).offset
     path.write_text(json.dumps({"offset": offset}))
     return offset
 
@@ -39,22 +41,30 @@ class EventReconstructor(L.LightningModule):
         optimizer: partial optimizer for the texture.
         offset: event-clock offset in seconds, or ``"gta"`` to estimate it with GTA in ``setup``
             (``"true"`` uses the simulator's planted offset, an oracle for ablations).
+        gta_geometry: ``lidar`` (GTA as reconstructed) or ``flat`` (the ablation: flat ground, no LiDAR).
     """
 
     def __init__(
-        self, objective: EventReconstruction, optimizer: OptimizerFactory, offset: float | str = "gta"
+        self,
+        objective: EventReconstruction,
+        optimizer: OptimizerFactory,
+        offset: float | str = "gta",
+        gta_geometry: str = "lidar",
     ) -> None:
         super().__init__()
         self.save_hyperparameters(logger=False, ignore=["objective", "optimizer"])
         self.objective = objective
         self.optimizer_factory = optimizer
+        if gta_geometry not in GEOMETRIES:
+            raise ConfigError(f"model.gta_geometry must be one of {GEOMETRIES}, got {gta_geometry!r}")
         self.offset = offset
+        self.gta_geometry = gta_geometry
         self.sequence: UAVSequence | None = None
 
     def resolve_offset(self, sequence: UAVSequence) -> float:
         """The offset the event loss uses, as a number of seconds."""
         if self.offset == "gta":
-            return gta_offset_cached(sequence)
+            return gta_offset_cached(sequence, self.gta_geometry)
         if self.offset == "true":
             return float(sequence.time_offset or 0.0)
         return float(self.offset)

@@ -26,6 +26,7 @@ class EventReconstruction(nn.Module):
     normalised, inside the RGB overlap). Event views render ``event_supersample``² rays per pixel, as the
     event pixels are coarser than the texels. Each training frame contributes one event window of random
     length in ``window`` (s) around its time; events are read on the event clock at ``t + offset``.
+    ``overlap_mask=False`` is RER's ablation: its regions cover the whole event frame, not only Ω.
     """
 
     def __init__(
@@ -40,6 +41,7 @@ class EventReconstruction(nn.Module):
         dark: float = 0.01,
         event_supersample: int = 2,
         region_norm: str = "l1",
+        overlap_mask: bool = True,
     ) -> None:
         super().__init__()
         if event_loss not in EVENT_LOSSES:
@@ -54,6 +56,7 @@ class EventReconstruction(nn.Module):
         self.dark = dark
         self.event_supersample = event_supersample
         self.region_norm = region_norm
+        self.overlap_mask = overlap_mask
         self.texture: GroundTexture | None = None
         self.offset = 0.0
 
@@ -95,22 +98,26 @@ class EventReconstruction(nn.Module):
         if self.event_loss == "full":
             event = whole_frame_event_loss(delta, polarity, sequence.event_threshold)
         else:
-            mid_rotation, mid_centre = sequence.event_pose(frame_times)
-            rgb_rotation, rgb_centre = sequence.rgb_pose(frame_times)
-            mask = overlap_mask(
-                k,
-                mid_rotation,
-                mid_centre,
-                sequence.rgb_intrinsics,
-                rgb_rotation,
-                rgb_centre,
-                sequence.surface,
-            )
+            mask = self.rer_mask(sequence, frame_times) if self.overlap_mask else torch.ones_like(counts)
             event = region_event_loss(
                 delta, polarity, counts, mask, self.patch, self.min_events, norm=self.region_norm
             )
         out.update(event=event, total=rgb + self.event_weight * event)
         return out
+
+    def rer_mask(self, sequence: UAVSequence, times: torch.Tensor) -> torch.Tensor:
+        """Ω ``(B, 1, h, w)``: event pixels whose LiDAR point lands in the RGB view at ``times (B,)``."""
+        rotation, centre = sequence.event_pose(times)
+        rgb_rotation, rgb_centre = sequence.rgb_pose(times)
+        return overlap_mask(
+            sequence.event_intrinsics,
+            rotation,
+            centre,
+            sequence.rgb_intrinsics,
+            rgb_rotation,
+            rgb_centre,
+            sequence.surface,
+        )
 
     @torch.no_grad()
     def evaluate(self, sequence: UAVSequence, index: torch.Tensor) -> dict[str, torch.Tensor]:
