@@ -44,7 +44,8 @@ def test_ddp_cpu_two_processes_match_one_process(reference_run: Path, tmp_path: 
     assert ddp["step"] == single["step"] == 600
     cfg = compose_config("train", WORKLOAD)
     L.seed_everything(cfg.seed)
-    initial = {"state_dict": {f"net.{k}": v for k, v in instantiate(cfg.model.net).state_dict().items()}}
+    net = instantiate(cfg.model.net)(**instantiate(cfg.data).data_spec())  # as Regressor.bind_data builds it
+    initial = {"state_dict": {f"net.{k}": v for k, v in net.state_dict().items()}}
     assert max_weight_difference(single, initial) > 100 * DDP_ATOL, "training moved the weights far more"
     assert max_weight_difference(ddp, single) < DDP_ATOL
     assert results(tmp_path / RUNS / "ddp")["value"] == pytest.approx(

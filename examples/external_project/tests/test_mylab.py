@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from litlab.runner.sweeps import check_sweep_spec, compose_train
@@ -24,7 +24,9 @@ def test_sweep_spec_composes_with_every_value() -> None:
 
 
 def test_a_short_run_learns_the_sine(tmp_path: Path) -> None:
-    command = [shutil.which("litlab-train"), "experiment=mine", "trainer.max_epochs=25", "run_id=short"]
+    # `python -m litlab.train` is litlab-train, found whether or not the environment's bin/ is on PATH
+    command = [sys.executable, "-m", "litlab.train", "experiment=mine", "trainer.max_epochs=25"]
+    command.append("run_id=short")
     result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
     results = json.loads((tmp_path / "outputs" / "mine" / "short" / "results.json").read_text())
