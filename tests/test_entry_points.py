@@ -84,6 +84,7 @@ def test_missing_data_file_says_where_it_looked(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_resume_continues_from_last_checkpoint_and_eval_reads_it(tmp_path: Path) -> None:
     first = run_cli(["litlab-train", *FAST, "run_id=r1", "test=false", "optimized_metric=null"], tmp_path)
     assert first.returncode == 0, first.stderr[-2000:]
@@ -119,6 +120,7 @@ def test_resume_continues_from_last_checkpoint_and_eval_reads_it(tmp_path: Path)
     assert "test/rel_l2" in evaluation.stdout
 
 
+@pytest.mark.slow
 def test_eval_rejects_corrupt_and_foreign_checkpoints(tmp_path: Path) -> None:
     corrupt = tmp_path / "corrupt.ckpt"
     corrupt.write_bytes(b"not a checkpoint")
