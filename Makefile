@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml setup.py
 
 install: $(STAMP)
 
-train: install  ## run the default experiment (a KAN fit, about a minute on a CPU)
+train: install  ## run the default experiment (a KAN fit, about 20 s on a CPU)
 	$(BIN)/litlab-train $(ARGS)
 
 test: install  ## the whole test suite, slow claim tests included
