@@ -14,7 +14,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+
+from litlab.core.stats import mean_and_half_width
 
 POOLED = "pooled"
 # A run whose lowest validation loss came in its first epochs predicts (nearly) one class: selection fell
@@ -24,12 +25,8 @@ COLLAPSE_EPOCHS = 10
 
 def t_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
     """``(mean, low, high)``: the two-sided Student-t interval of the mean (NaN bounds for fewer than 2)."""
-    values = np.asarray(values, dtype=float)
-    mean = float(values.mean()) if len(values) else math.nan
-    if len(values) < 2:
-        return mean, math.nan, math.nan
-    half = stats.t.ppf(0.5 + confidence / 2, len(values) - 1) * values.std(ddof=1) / math.sqrt(len(values))
-    return mean, mean - float(half), mean + float(half)
+    mean, half = mean_and_half_width(values, confidence)
+    return mean, mean - half, mean + half
 
 
 def summarise(runs: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:

@@ -11,10 +11,10 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 import torch
-from scipy import stats
 
 from litlab.core.progress import track
 from litlab.core.results import TaskOutput
+from litlab.core.stats import mean_and_half_width
 from litlab.datamodules.driving import load_or_collect, split_by_episode
 from litlab.datamodules.driving_sim import SceneConfig
 from litlab.methods.bridgedrive.closed_loop import run_episodes
@@ -34,10 +34,7 @@ PAPER = {
 
 def seed_interval(values: np.ndarray) -> tuple[float, float]:
     """Mean and 95% Student-t half-width over per-seed ``values`` (nan half-width for one seed)."""
-    n = len(values)
-    if n < 2:
-        return float(values.mean()), float("nan")
-    return float(values.mean()), float(stats.t.ppf(0.975, n - 1) * values.std(ddof=1) / np.sqrt(n))
+    return mean_and_half_width(values)
 
 
 def summary_rows(episodes: pd.DataFrame, open_loop: pd.DataFrame, arms: Sequence[str]) -> list[dict]:

@@ -13,11 +13,11 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import torch
 from matplotlib.figure import Figure
-from scipy import stats
 
 from litlab.core.errors import ConfigError
 from litlab.core.progress import track
 from litlab.core.results import TaskOutput
+from litlab.core.stats import mean_and_half_width
 from litlab.datamodules.weights import Zoo, classification_data
 from litlab.methods.deepweightflow.architectures import zoo_accuracy
 from litlab.methods.deepweightflow.canonical import align_zoo
@@ -34,10 +34,8 @@ ZOO_SEED_STRIDE = 1000  # seed s trains networks with seeds 1000·s, 1000·s + 1
 
 def interval(values: Sequence[float]) -> tuple[float, float]:
     """Mean and the half-width of its two-sided 95% t-interval over seeds (0 for one seed)."""
-    x = torch.tensor([float(v) for v in values], dtype=torch.float64)
-    if len(x) < 2:
-        return float(x.mean()), 0.0
-    return float(x.mean()), float(stats.t.ppf(0.975, len(x) - 1) * x.std() / len(x) ** 0.5)
+    mean, half = mean_and_half_width(values)
+    return mean, (0.0 if len(values) < 2 else half)
 
 
 def run_seed(

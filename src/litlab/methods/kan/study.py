@@ -20,11 +20,11 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import torch
 from matplotlib.figure import Figure
-from scipy import stats
 
 from litlab.core.errors import ConfigError
 from litlab.core.progress import track
 from litlab.core.results import TaskOutput
+from litlab.core.stats import mean_and_half_width
 from litlab.datamodules.functions import evaluate, get_function, sample_uniform, uniform_grid
 from litlab.fitting import Fitter
 from litlab.methods.kan.fitting import fit_full_batch, regressor, test_error
@@ -170,10 +170,9 @@ def fit_one(
 
 def interval(values: Sequence[float], level: float = 0.95) -> tuple[float, float, float]:
     """(mean, low, high): the Student-t interval of the mean over seeds (the seed-level interval)."""
-    mean = statistics.fmean(values)
+    mean, half = mean_and_half_width(values, level)
     if len(values) < 2:
         return mean, -math.inf, math.inf
-    half = stats.t.ppf(0.5 + level / 2, len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
     return mean, mean - half, mean + half
 
 
