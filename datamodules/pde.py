@@ -49,11 +49,11 @@ from scipy import fft
 from torch import nn
 from torch.utils.data import Dataset
 
+from litlab.core import paths
 from litlab.datamodules.base import RegressionDataModule, TensorBatchDataset
 
 Sampling = Literal["grid", "random"]
 UFunction = Callable[[torch.Tensor], torch.Tensor]
-CACHE_ENV = "LITLAB_CACHE"
 SOLVER_VERSION = 1
 
 
@@ -202,8 +202,7 @@ def burgers_cole_hopf(
 
 def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
     """The folder for cached references: ``cache_dir``, else ``$LITLAB_CACHE``, else ``~/.cache/litlab``."""
-    root = cache_dir or os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "litlab"
-    return Path(root).expanduser() / "pde"
+    return (Path(cache_dir).expanduser() if cache_dir else paths.cache_root()) / "pde"
 
 
 def cached_arrays(

@@ -13,7 +13,8 @@ import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 
 from litlab.core.errors import ConfigError
-from litlab.datamodules.pde import CACHE_ENV, Helmholtz, PDEDataModule
+from litlab.core.paths import CACHE_ENV
+from litlab.datamodules.pde import Helmholtz, PDEDataModule
 from litlab.methods.kan.layers import build_kan
 from litlab.methods.kan.pinn import PINNModule
 from litlab.train import train
