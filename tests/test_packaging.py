@@ -50,3 +50,24 @@ def test_wheel_install_imports_mapped_packages_and_finds_configs(tmp_path: Path)
     assert location.startswith(str(target)), "imported the checkout instead of the installed copy"
     assert "kan/function_fit" in experiments.split()
     assert shipped_data == "True", "the small real data sets are installed with the package"
+
+
+def test_clone_root_on_sys_path_does_not_shadow_hugging_face_kernels() -> None:
+    """`python -m ...` in a clone puts its root on sys.path; the top-level kernels/ folder must not hide
+    Hugging Face's `kernels` (transformers >= 5.25 imports it) nor stop transformers from loading."""
+    probe = (
+        "import sys;"
+        "import transformers.models.gpt2.modeling_gpt2;"
+        "import kernels, litlab.kernels.bspline;"
+        "hf = 'site-packages' in (kernels.__file__ or '');"
+        "print(sys.path[0] == '', 'hf' if hf else 'clone')"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    installed = subprocess.run(
+        [sys.executable, "-m", "pip", "show", "--quiet", "kernels"], capture_output=True, timeout=60
+    )
+    expected = "hf" if installed.returncode == 0 else "clone"
+    assert result.stdout.split() == ["True", expected]
