@@ -19,11 +19,13 @@ Writes benchmarks/results/trainer_overhead[_quick][_cuda].json.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import lightning as L
@@ -129,14 +131,14 @@ def litlab_step_ms(overrides: list[str], steps: int, warmup: int, cuda: bool) ->
 
 
 def hand_step_ms(overrides: list[str], steps: int, warmup: int, cuda: bool) -> float:
-    """ms per step of the plain loop on the same seeded model and the DataModule's own batches."""
+    """ms per step of the plain loop on the same seeded model, iterating the DataModule's own loader."""
     with tempfile.TemporaryDirectory() as folder:
         cfg = composed(overrides, steps, Path(folder))
     L.seed_everything(cfg.seed, verbose=False)
     data = instantiate(cfg.data)
     data.setup("fit")
     device = torch.device("cuda" if cuda else "cpu")
-    batches = [(x.to(device), y.to(device)) for x, y in data.train_dataloader()]
+    loader = data.train_dataloader()
     model = instantiate(cfg.model.net)(**data.data_spec()).to(device)  # as Regressor.bind_data builds it
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.model.optimizer.lr)
 
@@ -146,9 +148,19 @@ def hand_step_ms(overrides: list[str], steps: int, warmup: int, cuda: bool) -> f
             return time.perf_counter()
         return time.process_time()
 
+    def batches() -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """The DataModule's loader epoch after epoch, as a hand-written loop iterates it."""
+        for epoch in itertools.count():
+            if hasattr(loader.sampler, "set_epoch"):
+                loader.sampler.set_epoch(epoch)
+            for x, y in loader:
+                yield x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+
+    stream = batches()
+
     def run(n: int) -> None:
-        for i in range(n):
-            x, y = batches[i % len(batches)]
+        for _ in range(n):
+            x, y = next(stream)
             optimizer.zero_grad(set_to_none=True)
             torch.nn.functional.mse_loss(model(x), y).backward()
             optimizer.step()

@@ -79,8 +79,7 @@ class RepeatedDataset(Dataset):
         return len(self.dataset) * self.repeats
 
     def __getitems__(self, indices: Sequence[int]) -> object:
-        n = len(self.dataset)
-        return self.dataset.__getitems__([i % n for i in indices])
+        return self.dataset.__getitems__(torch.as_tensor(indices, dtype=torch.long) % len(self.dataset))
 
 
 def batch_collate(batch: object) -> object:
