@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -412,19 +412,28 @@ def sequence_from_tensors(tensors: dict[str, torch.Tensor], key: str | None = No
 
 
 def load_sequence(cfg: FlightConfig, cache: bool = True) -> UAVSequence:
-    """The synthetic sequence of ``cfg``, read from ``$LITLAB_CACHE/events`` when simulated before."""
+    """The synthetic sequence of ``cfg``, read from ``$LITLAB_CACHE/events`` when simulated before.
+
+    The clock offset only re-stamps the events, so a flight is simulated (and cached) once at offset 0
+    and every ``time_offset`` of it is that flight re-stamped: equal to simulating it at that offset.
+    """
     if not cache:
         sequence = synthesize_sequence(cfg)
         sequence.key = cfg.key()
         return sequence
+    at_zero = replace(cfg, time_offset=0.0)
     tensors = cached_tensors(
         "events",
         "skyevents",
         GENERATOR_VERSION,
-        {"flight": cfg.key()},
-        lambda: sequence_tensors(synthesize_sequence(cfg)),
+        {"flight": at_zero.key()},
+        lambda: sequence_tensors(synthesize_sequence(at_zero)),
     )
-    return sequence_from_tensors(tensors, key=cfg.key())
+    sequence = sequence_from_tensors(tensors, key=at_zero.key())
+    if cfg.time_offset != 0.0:
+        sequence = sequence.with_offset(cfg.time_offset)
+        sequence.key = cfg.key()
+    return sequence
 
 
 def load_recording(root: str | Path, lidar_cell: float = 1.0, texel: float = 0.5) -> UAVSequence:

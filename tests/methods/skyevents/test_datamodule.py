@@ -41,6 +41,14 @@ def test_cache_returns_the_same_flight(sequence) -> None:
     assert torch.equal(again.frames, sequence.frames) and torch.equal(again.events.t, sequence.events.t)
 
 
+def test_cached_flight_at_another_offset_equals_simulating_it_there(sequence) -> None:
+    """One simulation (at offset 0) serves every clock offset: re-stamped events equal a fresh simulation."""
+    fresh = load_sequence(FlightConfig(**SMALL), cache=False)
+    assert torch.equal(fresh.events.t, sequence.events.t) and torch.equal(fresh.events.x, sequence.events.x)
+    assert torch.equal(fresh.frames, sequence.frames) and sequence.time_offset == SMALL["time_offset"]
+    assert sequence.key == FlightConfig(**SMALL).key()
+
+
 def test_datamodule_holds_out_every_fourth_frame() -> None:
     dm = UAVEventsDataModule(flight=SMALL, batch_size=4)
     dm.setup("fit")
