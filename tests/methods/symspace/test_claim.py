@@ -1,57 +1,57 @@
-"""Claim check (CI-sized): the symmetric-space terms give the learnt algebra its Cartan structure.
+"""Claim check on a problem whose latent symmetric space is known (the sphere S² = SO(3)/SO(2)).
 
-CartanFM and the flow-matching-only ablation (same encoder, bases and U-Net, structure terms off) are
-trained for the same 150 seeded Adam steps on R2R case 0 of a small sprite grid (hearts on the right
-half held out). With the terms on, the Cartan orthogonality penalties of the learnt bases must fall well
-below the ablation's, and the geodesic term must push the held-out latents X into p (a small share of
-‖X‖² in k). Measured on seed 0: penalty 0.0014 vs 0.0057, k-share 0.07 vs 0.29; on seed 1 (not run
-here) 0.0013 vs 0.0039 and 0.19 vs 0.36, i.e. a k-share ratio of 0.51, above this test's 0.4 margin.
-
-Both models use the paper's decoder (condition through AdaGN only). With our default decoder (normalised
-condition + condition channels) the CFM gradient reaching the bases is much larger and at 150 steps the
-structure terms barely show (penalty ratio ~0.8); see the method README. The paper's headline (held-out
-error below the VAE's) is not asserted: it needs thousands of steps; the measured numbers are in the
-method README (litlab.methods.symspace.recombination, results/symspace/recombination/).
+The full CartanFM (projection Cartan loss, the poster's GSC sign), its own ablations (Cartan term off, GSC
+off), FM-only and a VAE are trained with the study's setting (``litlab-run task=symspace/study``: MLP width
+128, 600 Adam steps at 3e-3, early stopping on in-distribution validation) on seed 4, which neither chose the
+setting (seed 0) nor is one of the study's seeds (1-3). What the study measured (seeds 1/2/3, then seed 4):
+- max Cartan residual: full 0.004/0.000/0.000/0.001; Cartan term off 0.91/0.99/0.98/1.00; FM-only
+  0.90/0.99/0.95/1.00 (the code's orthogonality form: 0.88/1.00/0.97).
+- mirror −X decoded vs the true held-out observation (squared error): FM-only − full = +0.87/+1.18/+0.79/
+  +0.71 (mean 0.89, sd 0.21: margin 0.3); Cartan term off − full = +0.13/+0.91/+0.59/+0.48 (smallest 0.13:
+  margin 0); GSC off − full = +0.82/+0.77/−0.12/−0.29 (no consistent effect: not asserted).
+- share of mirrors read back on held-out factors: full 0.36/0.75/0.57/0.50 vs VAE 0.14/0.18/0.13/0.19
+  (smallest gap 0.22: margin 0.1).
+- held-out error: full − FM-only = +0.08/+0.01/−0.01/−0.03 (sd 0.05): the terms do not lower it; asserted
+  as |difference| < 0.2.
 """
 
 from __future__ import annotations
 
-from functools import partial
-
 import pytest
-import torch
 
-from litlab.datamodules.sprites import SpritesDataModule
-from litlab.fitting import Fitter
-from litlab.methods.symspace.benchmark import fit, k_share, split_tensors
-from litlab.methods.symspace.lie import cartan_orthogonality
-from litlab.methods.symspace.module import CartanFM
+from litlab.datamodules.symmetric_space import symmetric_space_data
+from litlab.methods.symspace.synthetic import run_arm
 
-GRID = {"image_size": 16, "n_scales": 2, "n_orientations": 1, "n_positions": 8}
-NO_STRUCTURE = {"cartan_weight": 0.0, "geodesic_weight": 0.0, "nontrivial_weight": 0.0, "gsc_weight": 0.0}
-PAPER_DECODER = {"normalize_condition": False, "condition_channels": 0}
+SEED = 4
+ARMS = ("cartanfm", "no_cartan", "no_gsc", "fm_only", "vae")
 
 
-def structure(model: CartanFM, images: torch.Tensor) -> tuple[float, float]:
-    """(Σ Cartan orthogonality penalties of the bases, mean share of ‖X‖² in k over images)."""
-    with torch.no_grad():
-        penalty = sum(cartan_orthogonality(model.bases.k, model.bases.p).values())
-    return float(penalty), k_share(model, images)
+@pytest.fixture(scope="module")
+def measured() -> dict[str, dict[str, float]]:
+    data = symmetric_space_data()
+    results = {arm: run_arm(arm, data, seed=SEED, steps=600) for arm in ARMS}
+    print({arm: {k: round(v, 4) for k, v in r.items()} for arm, r in results.items()})
+    return results
 
 
 @pytest.mark.slow
-def test_cartan_terms_shape_the_latent_algebra(tmp_path, monkeypatch) -> None:
-    monkeypatch.setenv("LITLAB_CACHE", str(tmp_path))
-    data = SpritesDataModule(split="r2r", case=0, grid=GRID, batch_size=32)
-    data.setup()
-    held_out, _ = split_tensors(data, "test")
-    measured = {}
-    for name, weights in (("fm_only", NO_STRUCTURE), ("cartanfm", {})):
-        torch.manual_seed(0)
-        adam = partial(torch.optim.Adam, lr=2e-3)
-        model = CartanFM(adam, image_shape=(1, 16, 16), unet_width=8, **PAPER_DECODER, **weights)
-        measured[name] = structure(fit(Fitter(), model, data, max_steps=150, seed=0), held_out)
-    print(measured)
-    (penalty, share), (base_penalty, base_share) = measured["cartanfm"], measured["fm_only"]
-    assert penalty < 0.5 * base_penalty, measured
-    assert share < 0.4 * base_share, measured
+def test_the_cartan_term_makes_the_learnt_bases_a_non_abelian_cartan_pair(measured) -> None:
+    full = measured["cartanfm"]
+    assert full["cartan_residual_max"] < 0.05, full
+    assert full["commutator_ratio_pp"] > 0.1 and full["span_overlap"] < 0.05, full
+    for arm in ("no_cartan", "fm_only"):
+        assert measured[arm]["cartan_residual_max"] > 0.3, (arm, measured[arm])
+
+
+@pytest.mark.slow
+def test_the_learnt_structure_sends_the_mirror_towards_the_held_out_observations(measured) -> None:
+    full = measured["cartanfm"]["mirror_mse"]
+    assert full < measured["fm_only"]["mirror_mse"] - 0.3, measured
+    assert full < measured["no_cartan"]["mirror_mse"], measured
+    assert measured["cartanfm"]["mirror_in_heldout"] > measured["vae"]["mirror_in_heldout"] + 0.1, measured
+
+
+@pytest.mark.slow
+def test_the_structure_terms_do_not_lower_held_out_error(measured) -> None:
+    gap = measured["cartanfm"]["heldout_mse"] - measured["fm_only"]["heldout_mse"]
+    assert abs(gap) < 0.2, measured

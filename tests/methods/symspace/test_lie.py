@@ -10,7 +10,10 @@ from litlab.methods.symspace.lie import (
     LieBases,
     bracket,
     cartan_orthogonality,
+    cartan_projection,
     cartan_residuals,
+    commutator_ratio,
+    span_overlap,
     span_residual,
 )
 
@@ -75,8 +78,8 @@ def test_a_single_basis_has_no_pairs_and_zero_penalty_not_nan() -> None:
     torch.manual_seed(0)
     k, p = torch.randn(1, 4, 4, requires_grad=True), torch.randn(1, 4, 4, requires_grad=True)
     penalties = cartan_orthogonality(k, p)
-    assert float(penalties["kk"]) == 0.0 and float(penalties["pp"]) == 0.0
-    assert torch.isfinite(penalties["kp"]) and float(penalties["kp"]) > 0
+    assert float(penalties["kk"].detach()) == 0.0 and float(penalties["pp"].detach()) == 0.0
+    assert torch.isfinite(penalties["kp"]) and float(penalties["kp"].detach()) > 0
     sum(penalties.values()).backward()
     assert torch.isfinite(k.grad).all() and torch.isfinite(p.grad).all()
 
@@ -99,3 +102,77 @@ def test_lie_element_is_the_coefficient_sum_of_bases() -> None:
     torch.testing.assert_close(x[1], expected)
     norms = [b.norm() for b in [*bases.k, *bases.p]]
     torch.testing.assert_close(bases.nontriviality(), sum(1 / n for n in norms))
+
+
+def test_projection_form_is_the_per_bracket_share_outside_the_span_and_scale_free() -> None:
+    torch.manual_seed(0)
+    k, p = torch.randn(2, 4, 4, dtype=torch.float64), torch.randn(3, 4, 4, dtype=torch.float64)
+    got = cartan_projection(k, p)
+    per_bracket = {
+        "kk": [span_residual(bracket(k, k)[0, 1][None], k)],
+        "kp": [span_residual(bracket(k, p)[i, j][None], p) for i in range(2) for j in range(3)],
+        "pp": [span_residual(bracket(p, p)[i, j][None], k) for i, j in itertools.combinations(range(3), 2)],
+    }
+    for name, values in per_bracket.items():
+        torch.testing.assert_close(got[name], torch.stack(values).mean())
+    qk, _ = torch.linalg.qr(k.flatten(1).T)
+    qp, _ = torch.linalg.qr(p.flatten(1).T)
+    torch.testing.assert_close(got["perp"], (qk.T @ qp).square().sum() / 2)
+    # Rescaling the bases (the shrinkage that satisfies the orthogonality form) changes nothing here.
+    for name, value in cartan_projection(1e-3 * k, 1e-3 * p).items():
+        torch.testing.assert_close(value, got[name])
+    assert float(sum(cartan_orthogonality(1e-3 * k, 1e-3 * p).values())) < 1e-10
+
+
+def test_projection_form_vanishes_on_symmetric_pairs_only() -> None:
+    k, p = so_split(2, 3)
+    assert all(float(v) < 1e-20 for v in cartan_projection(k, p).values())
+    assert float(cartan_projection(p, k)["pp"]) > 0.1
+    # k = p = so(5) meets the three inclusions (any subalgebra does); the k ⊥ p term catches it.
+    whole = torch.cat([k, p])
+    terms = cartan_projection(whole, whole)
+    assert max(float(terms[n]) for n in ("kk", "kp", "pp")) < 1e-20 and float(terms["perp"]) > 0.99
+    assert float(span_overlap(whole, whole)) > 0.99 and float(span_overlap(k, p)) < 1e-20
+
+
+def test_commutator_ratio_detects_commuting_bases() -> None:
+    k, p = so_split(2, 3)
+    assert all(float(v) > 0.05 for v in commutator_ratio(k, p).values())
+    diagonal = torch.diag_embed(torch.randn(3, 4, dtype=torch.float64))
+    assert all(float(v) < 1e-20 for v in commutator_ratio(diagonal[:1], diagonal[1:]).values())
+    # Commuting bases meet all three inclusions trivially: the residual alone cannot tell.
+    assert all(float(v) < 1e-20 for v in cartan_residuals(diagonal[:1], diagonal[1:]).values())
+
+
+def test_projection_form_with_one_basis_is_finite() -> None:
+    torch.manual_seed(0)
+    k, p = torch.randn(1, 3, 3, requires_grad=True), torch.randn(1, 3, 3, requires_grad=True)
+    terms = cartan_projection(k, p)
+    assert float(terms["kk"]) == 0.0 and float(terms["pp"]) == 0.0
+    sum(terms.values()).backward()
+    assert torch.isfinite(k.grad).all() and torch.isfinite(p.grad).all()
+
+
+def test_gradient_descent_on_the_projection_form_finds_a_non_abelian_cartan_pair() -> None:
+    """From random bases (n_k=1, n_p=2, m=3) Adam on the projection form + non-triviality reaches residuals
+    < 0.05 with k ⊥ p and non-commuting brackets; the orthogonality form leaves residuals near 0.9."""
+    measured = {}
+    for form in ("projection", "orthogonality"):
+        torch.manual_seed(0)
+        bases = LieBases(n_k=1, n_p=2, dim=3)
+        adam = torch.optim.Adam(bases.parameters(), lr=1e-2)
+        loss_of = cartan_projection if form == "projection" else cartan_orthogonality
+        for _ in range(600):
+            loss = sum(loss_of(bases.k, bases.p).values()) + 1e-3 * bases.nontriviality()
+            adam.zero_grad()
+            loss.backward()
+            adam.step()
+        with torch.no_grad():
+            measured[form] = (
+                max(float(v) for v in cartan_residuals(bases.k, bases.p).values()),
+                min(float(v) for v in commutator_ratio(bases.k, bases.p).values()),
+                float(span_overlap(bases.k, bases.p)),
+            )
+    residual, commutators, overlap = measured["projection"]
+    assert residual < 0.05 and commutators > 0.1 and overlap < 0.05, measured
+    assert measured["orthogonality"][0] > 0.5, measured

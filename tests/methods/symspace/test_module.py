@@ -11,6 +11,7 @@ from torch.nn import functional as F
 
 from litlab.methods.symspace.classifier import factor_accuracy
 from litlab.methods.symspace.flow import cfm_loss, ot_path, sample
+from litlab.methods.symspace.lie import cartan_orthogonality, cartan_projection
 from litlab.methods.symspace.module import VAE, CartanFM, reconstruction_errors
 
 ADAM = partial(torch.optim.Adam, lr=1e-3)
@@ -156,3 +157,27 @@ def test_factor_accuracy_counts_all_but_orientation() -> None:
         classifier, torch.zeros(2, 1, 4, 4), truth, ("shape", "scale", "orientation", "x", "y")
     )
     assert acc["orientation"] == 0.5 and acc["scale"] == 0.5 and acc["shape"] == 1.0 and acc["all"] == 0.5
+
+
+@pytest.mark.parametrize("form", ["projection", "orthogonality"])
+def test_cartan_form_picks_the_loss(form: str) -> None:
+    torch.manual_seed(0)
+    model = CartanFM(ADAM, image_shape=(16,), unet_width=16, cartan_form=form, z_dim=0)
+    loss_of = cartan_projection if form == "projection" else cartan_orthogonality
+    expected = sum(loss_of(model.bases.k, model.bases.p).values())
+    torch.testing.assert_close(model.losses(torch.rand(8, 16))["cartan"], expected)
+    with pytest.raises(ValueError, match="cartan_form"):
+        CartanFM(ADAM, image_shape=(16,), cartan_form="killing")
+
+
+def test_vector_data_models_train_and_reconstruct() -> None:
+    torch.manual_seed(0)
+    x = torch.rand(6, 16)
+    fm = CartanFM(ADAM, image_shape=(16,), unet_width=16, n_k=1, n_p=2, algebra_dim=3, sample_steps=2)
+    assert torch.isfinite(fm.training_step([x, None], 0))
+    assert fm.eval().reconstruct(x).shape == x.shape
+    vae = VAE(ADAM, image_shape=(16,), latent_dim=2, hidden=16)
+    assert torch.isfinite(vae.training_step([x, None], 0))
+    assert vae.eval().reconstruct(x).shape == x.shape
+    with pytest.raises(ValueError, match="image_shape"):
+        VAE(ADAM, image_shape=(4, 4))

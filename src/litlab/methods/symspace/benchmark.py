@@ -3,7 +3,7 @@
 ``symspace_benchmark`` is the ``litlab-run task=symspace/benchmark`` entry point: for every case and
 seed it trains each model for ``max_steps`` Adam steps, then reports held-out and in-distribution
 reconstruction errors, factor-classifier accuracy on the held-out reconstructions and (for CartanFM
-variants) the Cartan residuals of the learnt bases. The claim test calls ``run_case`` at a tiny size.
+variants) the Cartan residuals of the learnt bases.
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
 """A learnable Lie algebra g = k ⊕ p and the Cartan-decomposition penalties on its bases.
 
-A Cartan decomposition satisfies [k, k] ⊂ k, [k, p] ⊂ p and [p, p] ⊂ k. Training uses the official
+A Cartan decomposition satisfies [k, k] ⊂ k, [k, p] ⊂ p and [p, p] ⊂ k. Two training forms: the official
 code's orthogonality form (a bracket that should lie in one part must be Frobenius-orthogonal to every
-basis of the other part); evaluation also reports the stricter projection residual (the share of each
-bracket outside the span of the part it should lie in).
+basis of the other part), which k ⊕ p ≠ gl(m) lets the bases satisfy by shrinking, and the projection form
+(the poster's L([k,k], k) + ...: each bracket's share outside the span it should lie in, normalised by the
+bracket's own norm so that scale cannot cheat). Evaluation reports the projection residuals, how far the
+brackets are from commuting, and the overlap of span(k) and span(p) (the cheats the residuals miss).
 """
 
 from __future__ import annotations
@@ -63,6 +65,55 @@ def cartan_residuals(k: torch.Tensor, p: torch.Tensor) -> dict[str, torch.Tensor
         "kp": span_residual(_pairs(bracket(k, p), distinct=False), p),
         "pp": span_residual(_pairs(bracket(p, p), distinct=True), k),
     }
+
+
+def _mean_shares_outside(vectors: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """Mean over v of ‖v − q qᵀ v‖² / ‖v‖²: vectors (s, m, m), q (m², l) orthonormal; 0 if s = 0."""
+    if not len(vectors):
+        return vectors.new_zeros(())
+    flat = vectors.flatten(1)
+    outside = flat - (flat @ q) @ q.T
+    return (outside.square().sum(1) / flat.square().sum(1).clamp_min(1e-30)).mean()
+
+
+def cartan_projection(k: torch.Tensor, p: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The projection form of L_Cartan: mean share of each bracket outside its span, plus k ⊥ p.
+
+    Each bracket [A, B] is scored by ‖[A,B] − Proj [A,B]‖² / ‖[A,B]‖², so rescaling the bases changes
+    nothing; in [0, 1] per term, 0 exactly on a Cartan pair. A term with no pairs (one basis) is 0.
+    ``perp`` (mean squared cosine between orthonormal bases of span(k) and span(p)) keeps g = k ⊕ p
+    direct: without it the three inclusions are met by letting span(p) contain span(k).
+    """
+    qk, _ = torch.linalg.qr(k.flatten(1).T)
+    qp, _ = torch.linalg.qr(p.flatten(1).T)
+    return {
+        "kk": _mean_shares_outside(_pairs(bracket(k, k), distinct=True), qk),
+        "kp": _mean_shares_outside(_pairs(bracket(k, p), distinct=False), qp),
+        "pp": _mean_shares_outside(_pairs(bracket(p, p), distinct=True), qk),
+        "perp": (qk.T @ qp).square().sum() / min(len(k), len(p)),
+    }
+
+
+def commutator_ratio(k: torch.Tensor, p: torch.Tensor) -> dict[str, torch.Tensor]:
+    """‖[A,B]‖² / (‖A‖²‖B‖²) averaged over the pairs of [k,p] and [p,p]: near 0 = (almost) commuting bases.
+
+    All three residuals are met trivially by commuting bases, so a recovered Cartan pair needs this > 0.
+    """
+    ratios = {}
+    for name, a, b, distinct in (("kp", k, p, False), ("pp", p, p, True)):
+        sq = bracket(a, b).square().sum((2, 3)) / (
+            a.square().sum((1, 2))[:, None] * b.square().sum((1, 2))[None, :]
+        )
+        pairs = _pairs(sq[..., None, None], distinct)
+        ratios[name] = pairs.mean() if pairs.numel() else sq.new_zeros(())
+    return ratios
+
+
+def span_overlap(k: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+    """Largest squared cosine between span(k) and span(p) (0 = orthogonal, 1 = they share a direction)."""
+    qk, _ = torch.linalg.qr(k.flatten(1).T)
+    qp, _ = torch.linalg.qr(p.flatten(1).T)
+    return torch.linalg.matrix_norm(qk.T @ qp, ord=2).square()
 
 
 class LieBases(nn.Module):

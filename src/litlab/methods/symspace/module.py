@@ -15,16 +15,32 @@ import lightning as L
 import matplotlib.pyplot as plt
 import torch
 from matplotlib.figure import Figure
+from torch import nn
 from torch.nn import functional as F
 
 from litlab.methods.symspace.flow import cfm_loss, sample
-from litlab.methods.symspace.lie import LieBases, cartan_orthogonality, cartan_residuals
-from litlab.methods.symspace.networks import ConditionalUNet, Encoder, VAEDecoder
+from litlab.methods.symspace.lie import (
+    LieBases,
+    cartan_orthogonality,
+    cartan_projection,
+    cartan_residuals,
+    commutator_ratio,
+    span_overlap,
+)
+from litlab.methods.symspace.networks import (
+    ConditionalMLP,
+    ConditionalUNet,
+    Encoder,
+    VAEDecoder,
+    VectorEncoder,
+    mlp,
+)
 
 OptimizerFactory = Callable[..., torch.optim.Optimizer]
 TEST_SETS = ("heldout", "id")
 GSC_SIGNS = ("paper", "code")
 CONDITIONS = ("vec", "exp")
+CARTAN_FORMS = {"projection": cartan_projection, "orthogonality": cartan_orthogonality}
 
 
 def reconstruction_errors(
@@ -41,9 +57,12 @@ def reconstruction_errors(
     }
 
 
-def plain_shape(shape: Sequence[int]) -> tuple[int, int, int]:
-    """(C, H, W) as a tuple of Python ints, whatever sequence a config or caller passes."""
-    return tuple(int(v) for v in shape)
+def plain_shape(shape: Sequence[int]) -> tuple[int, ...]:
+    """(C, H, W) for images or (D,) for vectors, as Python ints, from any sequence a config passes."""
+    out = tuple(int(v) for v in shape)
+    if len(out) not in (1, 3):
+        raise ValueError(f"image_shape must be (C, H, W) or (D,), got {out}")
+    return out
 
 
 def gaussian_kl(mu: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
@@ -89,7 +108,7 @@ class ReconstructionModule(L.LightningModule, abc.ABC):
 
     def figures(self, stage: str) -> dict[str, Figure]:
         """Held-out images (top row) and their reconstructions (bottom row)."""
-        if stage != "test" or self._examples is None:
+        if stage != "test" or self._examples is None or self._examples[0].dim() != 4:
             return {}
         images, recon = self._examples
         fig, axes = plt.subplots(2, len(images), figsize=(1.2 * len(images), 2.6), squeeze=False)
@@ -110,6 +129,9 @@ class CartanFM(ReconstructionModule):
     to ĉ and asks ĉ ≈ −c (``gsc_sign="paper"``, the poster) or ĉ ≈ +c (``"code"``, the official code).
     All structure weights at 0 give the paper's flow-matching-only ablation. The auxiliary VAE latent z
     (``z_dim``) gets only a KL term and never feeds the decoder, as in the official code.
+    ``cartan_form`` picks L_Cartan: ``projection`` (scale-free bracket residuals + k ⊥ p, see
+    :func:`cartan_projection`) or ``orthogonality`` (the official code's). Vector data (``image_shape``
+    = (D,)) uses MLPs for φ and v with hidden width ``unet_width``.
     """
 
     def __init__(
@@ -125,6 +147,7 @@ class CartanFM(ReconstructionModule):
         normalize_condition: bool = True,
         condition_channels: int = 8,
         cartan_weight: float = 1.0,
+        cartan_form: str = "projection",
         geodesic_weight: float = 0.1,
         nontrivial_weight: float = 1e-3,
         gsc_weight: float = 1.0,
@@ -136,13 +159,23 @@ class CartanFM(ReconstructionModule):
         eval_seed: int = 0,
     ) -> None:
         super().__init__(optimizer)
-        if gsc_sign not in GSC_SIGNS or condition not in CONDITIONS:
-            raise ValueError(f"gsc_sign must be in {GSC_SIGNS} and condition in {CONDITIONS}")
+        if gsc_sign not in GSC_SIGNS or condition not in CONDITIONS or cartan_form not in CARTAN_FORMS:
+            raise ValueError(
+                f"gsc_sign must be in {GSC_SIGNS}, condition in {CONDITIONS}, cartan_form in "
+                f"{tuple(CARTAN_FORMS)}; got {gsc_sign!r}, {condition!r}, {cartan_form!r}"
+            )
         image_shape = plain_shape(image_shape)
         self.save_hyperparameters(logger=False, ignore=["optimizer"])
         self.n_k, self.n_p, self.z_dim = n_k, n_p, z_dim
-        self.encoder = Encoder(tuple(image_shape), n_k + n_p + 2 * z_dim)
+        n_out = n_k + n_p + 2 * z_dim
         self.bases = LieBases(n_k, n_p, algebra_dim)
+        if len(image_shape) == 1:
+            self.encoder: nn.Module = VectorEncoder(image_shape[0], n_out, hidden=unet_width)
+            self.unet: nn.Module = ConditionalMLP(
+                image_shape[0], algebra_dim**2, hidden=unet_width, normalize_condition=normalize_condition
+            )
+            return
+        self.encoder = Encoder(image_shape, n_out)
         self.unet = ConditionalUNet(
             image_shape[0],
             algebra_dim**2,
@@ -168,7 +201,7 @@ class CartanFM(ReconstructionModule):
         cond = self.condition_of(x)
         terms = {"cfm": cfm_loss(lambda t, xt: self.unet(t, xt, cond), images, hp.sigma_min)}
         if hp.cartan_weight:
-            terms["cartan"] = sum(cartan_orthogonality(self.bases.k, self.bases.p).values())
+            terms["cartan"] = sum(CARTAN_FORMS[hp.cartan_form](self.bases.k, self.bases.p).values())
         if hp.geodesic_weight:
             terms["geodesic"] = x_k.square().sum((1, 2)).mean()
         if hp.nontrivial_weight:
@@ -226,13 +259,20 @@ class CartanFM(ReconstructionModule):
         with torch.no_grad():
             residuals = cartan_residuals(self.bases.k, self.bases.p)
             orthogonality = cartan_orthogonality(self.bases.k, self.bases.p)
+            commutators = commutator_ratio(self.bases.k, self.bases.p)
+            self.log("test/cartan_span_overlap", span_overlap(self.bases.k, self.bases.p))
         for name in residuals:
             self.log(f"test/cartan_residual_{name}", residuals[name])
             self.log(f"test/cartan_orthogonality_{name}", orthogonality[name])
+        for name, value in commutators.items():
+            self.log(f"test/commutator_ratio_{name}", value)
 
 
 class VAE(ReconstructionModule):
-    """VAE / β-VAE baseline: the same encoder trunk, a Bernoulli deconvolution decoder, loss BCE + β·KL."""
+    """VAE / β-VAE baseline: the same encoder trunk, a Bernoulli deconvolution decoder, loss BCE + β·KL.
+
+    For vector data (``image_shape`` = (D,)) encoder and decoder are MLPs of width ``hidden``.
+    """
 
     def __init__(
         self,
@@ -240,12 +280,17 @@ class VAE(ReconstructionModule):
         image_shape: tuple[int, int, int] = (1, 32, 32),
         latent_dim: int = 10,
         beta: float = 1.0,
+        hidden: int = 128,
     ) -> None:
         super().__init__(optimizer)
         image_shape = plain_shape(image_shape)
         self.save_hyperparameters(logger=False, ignore=["optimizer"])
-        self.encoder = Encoder(tuple(image_shape), 2 * latent_dim)
-        self.decoder = VAEDecoder(tuple(image_shape), latent_dim)
+        if len(image_shape) == 1:
+            self.encoder: nn.Module = VectorEncoder(image_shape[0], 2 * latent_dim, hidden=hidden)
+            self.decoder: nn.Module = mlp(latent_dim, image_shape[0], hidden)
+        else:
+            self.encoder = Encoder(image_shape, 2 * latent_dim)
+            self.decoder = VAEDecoder(image_shape, latent_dim)
 
     def losses(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
         """Per-batch-mean Bernoulli reconstruction term (summed over pixels) and KL of images (B, C, H, W)."""

@@ -1,4 +1,4 @@
-"""Encoder, AdaGN-conditioned U-Net velocity field and VAE decoder for 32×32 (or 64×64) images."""
+"""Encoder, AdaGN-conditioned U-Net velocity field and VAE decoder for images; their MLP twins for vectors."""
 
 from __future__ import annotations
 
@@ -144,3 +144,40 @@ class VAEDecoder(nn.Module):
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
         return self.deconv(self.mlp(z).view(-1, *self.start))
+
+
+def mlp(n_in: int, n_out: int, hidden: int, depth: int = 3) -> nn.Sequential:
+    """``depth`` linear layers with SiLU between them: (B, n_in) -> (B, n_out)."""
+    sizes = [n_in] + [hidden] * (depth - 1) + [n_out]
+    layers: list[nn.Module] = []
+    for a, b in zip(sizes[:-1], sizes[1:], strict=True):
+        layers += [nn.Linear(a, b), nn.SiLU()]
+    return nn.Sequential(*layers[:-1])
+
+
+class VectorEncoder(nn.Module):
+    """φ for vector data: x (B, D) -> coefficient vector (B, n_out), an MLP (the synthetic problem's)."""
+
+    def __init__(self, dim: int, n_out: int, hidden: int = 128) -> None:
+        super().__init__()
+        self.net = mlp(dim, n_out, hidden)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+class ConditionalMLP(nn.Module):
+    """Velocity field v(t, x | cond) for vector data: an MLP on [x, 4 time features, cond] -> (B, D).
+
+    ``normalize_condition`` layer-normalises the condition first, as in :class:`ConditionalUNet`.
+    """
+
+    def __init__(self, dim: int, cond_dim: int, hidden: int = 128, normalize_condition: bool = False) -> None:
+        super().__init__()
+        self.condition_norm = (
+            nn.LayerNorm(cond_dim, elementwise_affine=False) if normalize_condition else nn.Identity()
+        )
+        self.net = mlp(dim + 4 + cond_dim, dim, hidden, depth=4)
+
+    def forward(self, t: torch.Tensor, x: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
+        return self.net(torch.cat([x, time_features(t), self.condition_norm(cond)], dim=1))

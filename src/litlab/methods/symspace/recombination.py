@@ -5,7 +5,7 @@ same number of Adam steps on the observed combinations of the procedural sprites
 on the held-out combinations and on in-distribution images (BCE and squared error per image, 10 Euler
 steps for flow-matching decoders), with a factor classifier trained on the full grid.
 
-Run:  python -m litlab.methods.symspace.recombination --tag ci          (the claim test's setting)
+Run:  python -m litlab.methods.symspace.recombination --tag ci          (the small `ci` grid)
       python -m litlab.methods.symspace.recombination --tag r2r_case0 --grid full --steps 1500 --lr 5e-4
 Writes results/symspace/recombination/<tag>.json (under the working directory; ``--out`` to change).
 """
@@ -36,13 +36,23 @@ DECODERS = {
 NO_STRUCTURE = {"cartan_weight": 0.0, "geodesic_weight": 0.0, "nontrivial_weight": 0.0, "gsc_weight": 0.0}
 
 
-def models(lr: float, width: int, names: list[str], decoder: str = "ours") -> dict:
+def models(
+    lr: float, width: int, names: list[str], decoder: str = "ours", cartan_form: str = "projection"
+) -> dict:
     """Module factories by name: vae, beta_vae, fm_only, cartanfm, cartanfm_code_sign, cartanfm_no_gsc.
 
-    ``decoder="paper"`` conditions the U-Net through AdaGN only (no condition norm, no condition channels).
+    ``decoder="paper"`` conditions the U-Net through AdaGN only (no condition norm, no condition channels);
+    ``cartan_form="orthogonality"`` is the official code's L_Cartan (the README's sprite numbers used it).
     """
     adam = partial(torch.optim.Adam, lr=lr)
-    fm = partial(CartanFM, optimizer=adam, unet_width=width, sample_steps=10, **DECODERS[decoder])
+    fm = partial(
+        CartanFM,
+        optimizer=adam,
+        unet_width=width,
+        sample_steps=10,
+        cartan_form=cartan_form,
+        **DECODERS[decoder],
+    )
     every = {
         "vae": partial(VAE, optimizer=adam),
         "beta_vae": partial(VAE, optimizer=adam, beta=4.0),
@@ -67,6 +77,7 @@ def main() -> None:
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--models", default="vae,fm_only,cartanfm")
     parser.add_argument("--decoder", choices=sorted(DECODERS), default="ours")
+    parser.add_argument("--cartan-form", choices=["projection", "orthogonality"], default="projection")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, default=Path("results/symspace/recombination"))
     args = parser.parse_args()
@@ -74,7 +85,7 @@ def main() -> None:
     start = time.perf_counter()
     frame, _, _ = run_case(
         Fitter(),
-        models(args.lr, args.width, args.models.split(","), args.decoder),
+        models(args.lr, args.width, args.models.split(","), args.decoder, args.cartan_form),
         {"split": args.split, "case": args.case, "grid": GRIDS[args.grid], "batch_size": args.batch},
         [int(s) for s in args.seeds.split(",")],
         args.steps,
