@@ -72,8 +72,13 @@ def compose_config(tmp_path: Path) -> Callable[..., DictConfig]:
 def run_cli(
     args: list[str], cwd: Path, timeout: int = 300, env: dict | None = None
 ) -> subprocess.CompletedProcess:
-    """Run an installed console script (``litlab-train`` ...) and capture its output."""
-    full_env = {**os.environ, "PYTHONWARNINGS": "ignore", "WANDB_MODE": "disabled", **(env or {})}
+    """Run an installed console script (``litlab-train`` ...) at one thread and capture its output.
+
+    One thread, as in this process: torch's default (one per core) spin-waits when a shared 2-core machine
+    is busy, which made a 20 s default run take minutes under load.
+    """
+    quiet = {"PYTHONWARNINGS": "ignore", "WANDB_MODE": "disabled", "OMP_NUM_THREADS": "1"}
+    full_env = {**os.environ, **quiet, **(env or {})}
     full_env.pop("LITLAB_RUN_ID", None)
     return subprocess.run(
         [str(BIN / args[0]), *args[1:]],
