@@ -1,0 +1,50 @@
+"""The grouped policy-gradient (score-function) estimator of ∇_θ E_{m∼Bernoulli(σ(θ))}[J(m)].
+
+For independent Bernoulli masks ∇_θ log p(m) = m − σ(θ), so with G masks of one group (one shard)
+
+    ĝ = (1/G)·Σ_g A_g·(m_g − σ(θ)),
+
+where A_g is J_g minus a baseline: ``none`` (A = J: unbiased, high variance), ``loo`` (leave-one-out mean
+of the other G − 1 rewards: still unbiased, since the baseline is independent of m_g) or ``group`` (the
+group mean, GRPO-style: biased by the factor (G − 1)/G). ``normalize`` divides A by the group's standard
+deviation (a per-shard step size; Adam rescales each coordinate anyway), which makes ĝ scale-free but no
+longer unbiased.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from litlab.core.errors import ConfigError
+
+BASELINES = ("none", "loo", "group")
+
+
+def advantages(rewards: torch.Tensor, baseline: str = "loo", normalize: bool = False) -> torch.Tensor:
+    """``(..., G)`` A_g from ``rewards (..., G)`` (see the module docstring)."""
+    if baseline not in BASELINES:
+        raise ConfigError(f"baseline={baseline!r}; choose one of {', '.join(BASELINES)}")
+    groups = rewards.shape[-1]
+    if baseline != "none" and groups < 2:
+        raise ConfigError(f"baseline={baseline!r} needs group_size >= 2, got {groups}")
+    if baseline == "loo":
+        adv = rewards - (rewards.sum(-1, keepdim=True) - rewards) / (groups - 1)
+    elif baseline == "group":
+        adv = rewards - rewards.mean(-1, keepdim=True)
+    else:
+        adv = rewards
+    if normalize:
+        adv = adv / rewards.std(-1, keepdim=True).clamp_min(1e-12)
+    return adv
+
+
+def policy_gradient(
+    masks: torch.Tensor,
+    rewards: torch.Tensor,
+    probs: torch.Tensor,
+    baseline: str = "loo",
+    normalize: bool = False,
+) -> torch.Tensor:
+    """``(..., n)`` ĝ. ``masks (..., G, n)`` drawn from ``probs (..., n)`` = σ(θ); ``rewards (..., G)``."""
+    adv = advantages(rewards, baseline, normalize)
+    return (adv.unsqueeze(-1) * (masks - probs.unsqueeze(-2))).mean(-2)

@@ -1,0 +1,76 @@
+"""The joint quality + diversity objective of a subset, for batches of masks and for one index set.
+
+J(m) = λ·q̄(m) − (1 − λ)·D(m) − μ·(|m|/n − r)², with q̄ the mean quality of the selected documents and
+D(m) = ‖(1/|m|)·Σᵢ mᵢ eᵢeᵢᵀ‖_F the Frobenius norm of the (uncentred) covariance of their unit embeddings,
+as in DiSF: its trace is 1, so it is smallest (1/√d) when the selection spreads evenly over all directions
+and 1 when every selected document points the same way. ‖Σᵢ mᵢeᵢeᵢᵀ‖²_F = mᵀKm with Kᵢⱼ = (eᵢ·eⱼ)², which
+is how a mask is scored in O(n²) inside a shard of n documents instead of O(n·d²).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+def second_moment_kernel(embeddings: torch.Tensor) -> torch.Tensor:
+    """``(..., n, n)``: Kᵢⱼ = (eᵢ·eⱼ)² for ``embeddings (..., n, d)``, so mᵀKm = ‖Σᵢ mᵢeᵢeᵢᵀ‖²_F."""
+    return (embeddings @ embeddings.transpose(-1, -2)).square()
+
+
+@dataclass
+class Context:
+    """The rest of the selection a shard's masks join: per shard ``(S,)`` its size, quality sum and
+    ‖C‖²_F (C = its Σ eeᵀ), and per document ``cross (S, n)`` = eᵢᵀCeᵢ. All zero: the shard alone."""
+
+    size: torch.Tensor
+    quality_sum: torch.Tensor
+    frobenius_sq: torch.Tensor
+    cross: torch.Tensor
+
+
+def mask_objective(
+    masks: torch.Tensor,
+    quality: torch.Tensor,
+    kernel: torch.Tensor,
+    lam: float,
+    mu: float,
+    ratio: float,
+    n_valid: torch.Tensor | float,
+    context: Context | None = None,
+) -> torch.Tensor:
+    """``(..., G)`` J of each mask. ``masks (..., G, n)`` in {0, 1}; ``quality (..., n)``; ``kernel
+    (..., n, n)`` from ``second_moment_kernel``; ``n_valid`` the documents a mask may pick (the shard
+    size without padding). With a ``context`` (batch dims ``(...)`` = shards) all three terms are those
+    of the mask joined to the context, ‖C + Σ mᵢeᵢeᵢᵀ‖² = ‖C‖² + 2·Σ mᵢ·eᵢᵀCeᵢ + mᵀKm, and ``n_valid``
+    is the whole pool's size. An empty selection has q̄ = D = 0."""
+    size = masks.sum(-1)
+    quality_sum = (masks @ quality.unsqueeze(-1)).squeeze(-1)
+    frobenius_sq = ((masks @ kernel) * masks).sum(-1)
+    total = size
+    if context is not None:
+        total = size + context.size.unsqueeze(-1)
+        quality_sum = quality_sum + context.quality_sum.unsqueeze(-1)
+        cross = (masks @ context.cross.unsqueeze(-1)).squeeze(-1)
+        frobenius_sq = frobenius_sq + 2 * cross + context.frobenius_sq.unsqueeze(-1)
+    denom = total.clamp_min(1e-12).where(total > 0, torch.ones_like(total))
+    frobenius = frobenius_sq.clamp_min(0.0).sqrt() / denom
+    budget = (total / n_valid - ratio).square()
+    return lam * quality_sum / denom - (1.0 - lam) * frobenius - mu * budget
+
+
+def subset_objective(
+    indices: torch.Tensor, quality: torch.Tensor, embeddings: torch.Tensor, lam: float
+) -> dict[str, float]:
+    """The objective of one selection ``indices`` of the pool (``quality (N,)``, ``embeddings (N, d)``),
+    without the budget term: ``objective``, ``quality`` (q̄) and ``diversity_norm`` (D), in float64."""
+    chosen = embeddings[indices].double()
+    moment = chosen.T @ chosen / max(len(indices), 1)
+    mean_quality = quality[indices].double().mean().item()
+    frobenius = torch.linalg.matrix_norm(moment).item()
+    return {
+        "objective": lam * mean_quality - (1 - lam) * frobenius,
+        "quality": mean_quality,
+        "diversity_norm": frobenius,
+    }

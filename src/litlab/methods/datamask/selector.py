@@ -1,0 +1,151 @@
+"""DATAMASK's selector: Bernoulli mask logits over all documents, learned shard by shard (all shards in one
+batched step) with the grouped policy-gradient estimator and Adam, then the top r·N documents by logit.
+
+The pool is cut into random shards of ``shard_size`` documents; each shard is one group: G masks are drawn
+over it, scored by the joint objective of that shard (``mask_objective``) and turned into its gradient.
+A shard's kernel Kᵢⱼ = (eᵢ·eⱼ)² is built once, so a step costs O(G·N·shard_size) and memory is
+O(N·shard_size): N = 10⁶ with shards of 64 holds 256 MB of kernels. Sharding is what makes the estimator
+work at all: one reward per mask carries about √(G/n) signal per document, so groups must be small.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from litlab.core.errors import ConfigError
+from litlab.methods.datamask.estimator import policy_gradient
+from litlab.methods.datamask.objective import Context, mask_objective, second_moment_kernel
+
+
+@dataclass
+class Selection:
+    """A selection: ``indices (k,)`` into the pool, the final ``logits (N,)`` (None for baselines), wall
+    ``seconds`` and the mean sampled objective per step (``history``)."""
+
+    indices: torch.Tensor
+    seconds: float
+    logits: torch.Tensor | None = None
+    history: list[float] = field(default_factory=list)
+
+
+def budget(n_documents: int, ratio: float) -> int:
+    """The number of documents a selection at ``ratio`` holds: round(r·N), at least 1."""
+    if not 0 < ratio <= 1:
+        raise ConfigError(f"ratio={ratio} must be in (0, 1]")
+    return max(1, round(ratio * n_documents))
+
+
+def make_shards(n_documents: int, shard_size: int, generator: torch.Generator) -> torch.Tensor:
+    """``(S, shard_size)`` a random partition of ``range(N)`` into shards; the last is padded with N."""
+    if shard_size < 2:
+        raise ConfigError(f"shard_size={shard_size} must be at least 2")
+    n_shards = math.ceil(n_documents / shard_size)
+    order = torch.randperm(n_documents, generator=generator)
+    padding = torch.full((n_shards * shard_size - n_documents,), n_documents, dtype=torch.long)
+    return torch.cat([order, padding]).view(n_shards, shard_size)
+
+
+@dataclass
+class ShardedPool:
+    """The pool cut into shards: ``index (S, n)`` (N marks padding), ``valid``, ``quality (S, n)``,
+    ``embeddings (S, n, d)``, ``kernel (S, n, n)`` and ``n_valid (S,)``."""
+
+    index: torch.Tensor
+    valid: torch.Tensor
+    quality: torch.Tensor
+    embeddings: torch.Tensor
+    kernel: torch.Tensor
+    n_valid: torch.Tensor
+
+    @classmethod
+    def build(
+        cls, quality: torch.Tensor, embeddings: torch.Tensor, shard_size: int, generator: torch.Generator
+    ) -> ShardedPool:
+        """Shard ``quality (N,)`` and unit ``embeddings (N, d)``; padding: quality 0, a zero embedding."""
+        n = len(quality)
+        if embeddings.shape[0] != n:
+            raise ConfigError(f"quality has {n} documents but embeddings {embeddings.shape[0]}")
+        index = make_shards(n, shard_size, generator)
+        valid = index < n
+        quality = torch.cat([quality.float(), quality.new_zeros(1)])[index]
+        padded = torch.cat([embeddings.float(), embeddings.new_zeros(1, embeddings.shape[1])])
+        sharded = padded[index]
+        return cls(index, valid, quality, sharded, second_moment_kernel(sharded), valid.sum(1).float())
+
+    def context(self, probs: torch.Tensor) -> Context:
+        """Each shard's context: every other shard at its expected selection (weights ``probs (S, n)``).
+        Costs O(N·d²) per call, once per step rather than per mask."""
+        p = probs * self.valid
+        flat_e, flat_p = self.embeddings.flatten(0, 1), p.flatten()
+        moment = (flat_e * flat_p[:, None]).T @ flat_e  # Σ pⱼeⱼeⱼᵀ over the pool, (d, d)
+        diag = ((flat_e @ moment) * flat_e).sum(1).view_as(p)  # eᵢᵀ(Σ pⱼeⱼeⱼᵀ)eᵢ
+        own = (self.kernel @ p.unsqueeze(-1)).squeeze(-1)  # eᵢᵀ(Σ_{j∈s} pⱼeⱼeⱼᵀ)eᵢ
+        frob_sq = moment.square().sum() - 2 * (p * diag).sum(1) + (p * own).sum(1)
+        quality_sum = (p * self.quality).sum()
+        return Context(p.sum() - p.sum(1), quality_sum - (p * self.quality).sum(1), frob_sq, diag - own)
+
+
+def sample_masks(probs: torch.Tensor, valid: torch.Tensor, group_size: int, generator: torch.Generator):
+    """``(S, G, n)`` float masks, mᵢ ∼ Bernoulli(pᵢ) independently, 0 on padding."""
+    draws = torch.rand((probs.shape[0], group_size, probs.shape[1]), generator=generator)
+    return ((draws < probs.unsqueeze(1)) & valid.unsqueeze(1)).float()
+
+
+def datamask_select(
+    quality: torch.Tensor,
+    embeddings: torch.Tensor,
+    ratio: float = 0.1,
+    *,
+    lam: float = 0.5,
+    mu: float = 1.0,
+    shard_size: int = 64,
+    group_size: int = 16,
+    steps: int = 100,
+    lr: float = 0.1,
+    baseline: str = "loo",
+    normalize: bool = True,
+    context: bool = True,
+    context_every: int = 10,
+    seed: int = 0,
+) -> Selection:
+    """Learn mask logits θ (init logit(r), so the expected size is the budget) by Adam ascent on the
+    grouped policy gradient of J, and return the top ``round(r·N)`` documents by θ.
+
+    ``quality (N,)``; ``embeddings (N, d)`` with unit rows. See ``mask_objective`` for λ, μ and r. With
+    ``context`` each shard's masks are scored joined to the other shards' expected selection (so the
+    reward is the global objective); without it each shard is scored alone. The context (O(N·d²)) is
+    refreshed every ``context_every`` steps; in between it is a few steps stale.
+    """
+    if steps < 0 or group_size < 1 or lr <= 0 or context_every < 1:
+        raise ConfigError(
+            f"steps={steps}, group_size={group_size}, lr={lr}, context_every={context_every} must be "
+            ">= 0, >= 1, > 0, >= 1"
+        )
+    start = time.perf_counter()
+    k = budget(len(quality), ratio)
+    generator = torch.Generator().manual_seed(seed)
+    pool = ShardedPool.build(quality, embeddings, shard_size, generator)
+    theta = torch.full(pool.quality.shape, math.log(ratio / (1 - ratio)) if ratio < 1 else 10.0)
+    theta.requires_grad_(True)
+    optimizer = torch.optim.Adam([theta], lr=lr, maximize=True)
+    history, rest = [], None
+    for step in range(steps):
+        with torch.no_grad():
+            probs = torch.sigmoid(theta)
+            masks = sample_masks(probs, pool.valid, group_size, generator)
+            if context and step % context_every == 0:
+                rest = pool.context(probs)
+            n_valid = float(len(quality)) if context else pool.n_valid[:, None]
+            rewards = mask_objective(masks, pool.quality, pool.kernel, lam, mu, ratio, n_valid, rest)
+            theta.grad = policy_gradient(masks, rewards, probs, baseline, normalize)
+        optimizer.step()
+        history.append(rewards.mean().item())
+    logits = torch.full((len(quality) + 1,), -math.inf)
+    logits[pool.index.flatten()] = theta.detach().flatten().where(pool.valid.flatten(), -math.inf)
+    logits = logits[:-1]
+    indices = logits.topk(k).indices
+    return Selection(indices, time.perf_counter() - start, logits, history)
