@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedModel
 
 _IN_SIDE = ("embed_tokens", "lm_head", "q_proj", "k_proj", "v_proj", "gate_proj", "up_proj")
 _OUT_SIDE = ("o_proj", "down_proj")
@@ -187,3 +187,36 @@ def gaussian_like(model: LlamaForCausalLM, generator: torch.Generator) -> LlamaF
             w = w.mean() + w.std() * torch.randn(w.shape, generator=generator, dtype=w.dtype)
         state[name] = w
     return _rebuild(model, state)
+
+
+def upcycle_moe(
+    model: LlamaForCausalLM, generator: torch.Generator, experts: int = 4, top_k: int = 2
+) -> PreTrainedModel:
+    """Sparse upcycling (Komatsuzaki et al. 2023): a Mixtral model whose every expert is a copy of the dense
+    SwiGLU FFN and whose router is new (N(0, 0.02)); attention, norms and embeddings are kept. Top-k weights
+    are renormalised, so at initialisation the MoE computes exactly the dense model's function."""
+    from transformers import MixtralConfig, MixtralForCausalLM
+
+    fields = {k: v for k, v in model.config.to_dict().items() if k not in ("model_type", "architectures")}
+    config = MixtralConfig(
+        **{**fields, "head_dim": _head_dim(model)}, num_local_experts=experts, num_experts_per_tok=top_k
+    )
+    config.router_jitter_noise = 0.0
+    moe = MixtralForCausalLM(config)
+    state = {}
+    for name, w in _state(model).items():
+        if ".mlp." not in name:
+            state[name] = w
+    d = model.config.hidden_size
+    for i, block in enumerate(model.model.layers):
+        prefix = f"model.layers.{i}.mlp."
+        mlp = block.mlp
+        gate_up = torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]).detach()
+        state[prefix + "experts.gate_up_proj"] = gate_up.expand(experts, -1, -1).clone()
+        state[prefix + "experts.down_proj"] = mlp.down_proj.weight.detach().expand(experts, -1, -1).clone()
+        state[prefix + "gate.weight"] = 0.02 * torch.randn(experts, d, generator=generator)
+    missing, unexpected = moe.load_state_dict(state, strict=False)
+    if unexpected or [m for m in missing if m != "lm_head.weight"]:
+        raise RuntimeError(f"upcycling left weights unset: missing {missing}, unexpected {unexpected}")
+    moe.tie_weights()
+    return moe

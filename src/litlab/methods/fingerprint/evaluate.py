@@ -1,4 +1,5 @@
-"""Score a pair list with AWM, its ablations, PCS and HuRef-style invariants; detection metrics, a plot.
+"""Score a pair list with AWM, its ablations and the baselines (PCS, HuRef-style invariants, REEF-style
+representation CKA); detection metrics, seconds per pair, a plot.
 
 Metrics per method: ROC AUC, the McClish-standardised partial AUC up to FPR 0.1 (scikit-learn's
 ``max_fpr``), and the TPR at the lowest FPR — the share of positives scoring above every negative (with few
@@ -11,6 +12,7 @@ from __future__ import annotations
 import csv
 import math
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,7 @@ import numpy as np
 
 from litlab.core.errors import LitlabError
 from litlab.core.progress import track
-from litlab.methods.fingerprint.baselines import huref_invariants, pcs
+from litlab.methods.fingerprint.baselines import huref_invariants, pcs, reef
 from litlab.methods.fingerprint.score import Options, awm_score
 
 METHODS: dict[str, Options | None] = {
@@ -30,8 +32,9 @@ METHODS: dict[str, Options | None] = {
     "no_layer_matching": Options(layer_matching=False),
     "pcs": None,
     "huref": None,
+    "reef": None,
 }
-BASELINES = {"pcs": pcs, "huref": huref_invariants}
+BASELINES = {"pcs": pcs, "huref": huref_invariants, "reef": reef}
 PAIR_FIELDS = ("first", "second", "label", "category")
 
 
@@ -65,7 +68,8 @@ def read_pairs(path: str | os.PathLike) -> list[dict[str, Any]]:
 def score_pairs(
     pairs: Sequence[dict[str, Any]], methods: Sequence[str] = tuple(METHODS)
 ) -> list[dict[str, Any]]:
-    """One row per pair: its fields, every method's score, AWM's Z-score and seconds."""
+    """One row per pair: its fields, every method's score, AWM's Z-score, AWM's and each baseline's
+    seconds."""
     rows = []
     for pair in track(pairs, "fingerprint: scoring pairs"):
         row = {
@@ -76,7 +80,9 @@ def score_pairs(
         }
         for method in methods:
             if METHODS[method] is None:
+                start = time.perf_counter()
                 row[method] = BASELINES[method](pair["first"], pair["second"])
+                row[f"{method}_seconds"] = time.perf_counter() - start
                 continue
             result = awm_score(pair["first"], pair["second"], METHODS[method])
             row[method] = result.score
@@ -110,9 +116,11 @@ def summarise(rows: Sequence[dict[str, Any]], methods: Sequence[str]) -> tuple[d
         values = detection_metrics(labels, np.array([r[method] for r in rows], dtype=float))
         metrics.update({f"{method}/{k}": v for k, v in values.items()})
         method_rows.append({"method": method, **values})
-    seconds = [r["awm_seconds"] for r in rows if "awm_seconds" in r]
-    if seconds:
-        metrics["awm/seconds_per_pair"] = float(np.mean(seconds))
+    for method in methods:
+        seconds = [r[f"{method}_seconds"] for r in rows if f"{method}_seconds" in r]
+        if seconds:
+            metrics[f"{method}/seconds_per_pair"] = float(np.mean(seconds))
+            method_rows[methods.index(method)]["seconds_per_pair"] = float(np.mean(seconds))
     categories = []
     for category in dict.fromkeys(r["category"] for r in rows):
         group = [r for r in rows if r["category"] == category]
@@ -166,6 +174,8 @@ def evaluate(
         "metrics": {k: v for k, v in metrics.items() if not math.isnan(v)},
         "tables": {"methods": method_rows, "categories": categories, "pairs": rows},
         "figures": {
-            "scores": score_plot(rows, [m for m in ("awm", "biased_cka", "pcs", "huref") if m in methods])
+            "scores": score_plot(
+                rows, [m for m in ("awm", "biased_cka", "pcs", "huref", "reef") if m in methods]
+            )
         },
     }

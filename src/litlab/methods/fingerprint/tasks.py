@@ -1,5 +1,6 @@
 """``litlab-run task=fingerprint/testbed``: build the tiny-LM lineage testbed, score every pair with AWM, its
-ablations and PCS, and compare with the paper's claim (perfect separation, huge Z for derived models)."""
+ablations and the baselines (PCS, HuRef, REEF), and compare with the paper's claim (perfect separation, huge
+Z for derived models)."""
 
 from __future__ import annotations
 
@@ -58,6 +59,8 @@ def testbed(
             "pairs": rows,
         },
         "figures": {
-            "scores": score_plot(rows, [m for m in ("awm", "biased_cka", "pcs", "huref") if m in methods])
+            "scores": score_plot(
+                rows, [m for m in ("awm", "biased_cka", "pcs", "huref", "reef") if m in methods]
+            )
         },
     }

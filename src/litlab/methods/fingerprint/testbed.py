@@ -10,6 +10,7 @@ is never rebuilt.
 from __future__ import annotations
 
 import csv
+import json
 import os
 import shutil
 import tempfile
@@ -26,7 +27,7 @@ from litlab.core.errors import ConfigError
 from litlab.core.paths import cache_dir
 from litlab.core.progress import track
 from litlab.fitting import Fitter
-from litlab.methods.fingerprint import derive
+from litlab.methods.fingerprint import derive, posttrain
 
 VERSION = "1"
 POSITIVES = (
@@ -40,8 +41,11 @@ POSITIVES = (
     "scale_qk",
     "rotate_heads",
     "permute_heads",
+    "rl",
+    "projector",
+    "moe_upcycle",
 )
-TRAINED = {"sft", "continued", "width_prune", "depth_prune", "head_prune", "vocab_ext"}
+TRAINED = {"sft", "continued", "width_prune", "depth_prune", "head_prune", "vocab_ext", "moe_upcycle"}
 PAIR_FIELDS = ("first", "second", "label", "category")
 
 
@@ -165,7 +169,11 @@ class Builder:
                 "scale_qk": lambda: derive.scale_qk(model, 4.0),
                 "rotate_heads": lambda: derive.rotate_heads(model, g),
                 "permute_heads": lambda: derive.permute_heads(model, g),
+                "moe_upcycle": lambda: derive.upcycle_moe(model, g),
             }
+            if category in ("rl", "projector"):
+                self._post_train(category, model, tokenizer, g, out)
+                return
             if category == "vocab_ext":
                 tokenizer.add_tokens([f"<|new_{i}|>" for i in range(64)])
             edited = edits[category]() if category in edits else model
@@ -185,6 +193,37 @@ class Builder:
             self._fit(module, text, steps, seed, out)
 
         return _publish(self.folder(f"{parent.name}-{category}"), write)
+
+    def _post_train(self, category: str, model: Any, tokenizer: Any, g: torch.Generator, out: Path) -> None:
+        """RL: ``child_steps`` of SFT on solved additions (so digits are reachable), then ``2·child_steps``
+        REINFORCE steps; projector: ``child_steps`` projector-only, then ``child_steps`` joint steps. The
+        training log goes to ``posttrain.json``."""
+        from litlab.lm.models import load_pretrained
+
+        steps = self.spec.child_steps
+        if category == "rl":
+            with (
+                tempfile.TemporaryDirectory(dir=self.root) as start,
+                tempfile.TemporaryDirectory(dir=self.root) as warm,
+            ):
+                model.save_pretrained(start)
+                tokenizer.save_pretrained(start)
+                text = posttrain.arithmetic_text(4000, g)
+                self._fit(self._module(pretrained_path=start), text, steps, int(g.initial_seed()), Path(warm))
+                model, tokenizer = load_pretrained(warm)
+            log = {"reward": posttrain.reinforce(model, tokenizer, 2 * steps, g)}
+        else:
+            proj, _, losses = posttrain.train_projector(model, tokenizer, steps, g)
+            from safetensors.torch import save_file
+
+            out.mkdir(parents=True, exist_ok=True)
+            save_file(
+                {k: v.contiguous() for k, v in proj.state_dict().items()}, out / "projector.safetensors"
+            )
+            log = {"caption_loss": losses}
+        model.save_pretrained(out)
+        tokenizer.save_pretrained(out)
+        (out / "posttrain.json").write_text(json.dumps(log))
 
     def gaussian(self, parent: Path, seed: int) -> Path:
         """Gaussian weights with ``parent``'s per-matrix mean and std (and its tokenizer)."""

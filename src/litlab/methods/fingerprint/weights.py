@@ -82,6 +82,22 @@ def read_vocab(folder: str | os.PathLike) -> dict[str, int] | None:
     return None
 
 
+# model types the shared mapping table lacks whose attention and embedding keys are Llama's (Mixtral's MoE
+# FFN keys then read as absent, which AWM never needs).
+LLAMA_ATTENTION = ("mixtral",)
+
+
+def open_reader(path: str | os.PathLike, dtype: str = "float32", layout: object | None = None) -> object:
+    """A ``litlab.lm.checkpoints.CheckpointReader`` of ``path``; Mixtral folders use the Llama layout."""
+    from litlab.lm.checkpoints import LLAMA, CheckpointReader
+
+    if layout is None:
+        config = Path(path).expanduser() / "config.json"
+        if config.is_file() and json.loads(config.read_text()).get("model_type") in LLAMA_ATTENTION:
+            layout = LLAMA
+    return CheckpointReader(path, dtype=dtype, layout=layout)
+
+
 class Checkpoint:
     """A ``WeightSource`` streaming a local checkpoint folder; refuses, in one line naming the missing keys,
     a layout without an embedding or a W_q/W_k in every layer.
@@ -93,11 +109,9 @@ class Checkpoint:
     """
 
     def __init__(self, path: str | os.PathLike, layout: object | None = None, dtype: str = "float32") -> None:
-        from litlab.lm.checkpoints import CheckpointReader
-
         self.path = Path(path).expanduser()
         self.name = self.path.name
-        self.reader = CheckpointReader(self.path, dtype=dtype, layout=layout)
+        self.reader = open_reader(self.path, dtype=dtype, layout=layout)
         self.hidden_size = self.reader.hidden_size
         self.num_layers = self.reader.num_layers
         self._check_keys()
