@@ -24,8 +24,8 @@ import math
 
 import pytest
 
-from litlab.methods.quantsgd.bounds import quantized_bound
 from litlab.methods.quantsgd.quantizers import Quantizer
+from litlab.methods.quantsgd.report import run_bound
 from litlab.methods.quantsgd.simulator import Problem, Setting, SimResult, simulate
 
 SEEDS = list(range(1000, 1032))
@@ -162,14 +162,7 @@ def test_the_bound_is_above_the_simulation_wherever_it_claims_to_hold(
     checked = 0
     for name, (problem, result) in runs.items():
         for i, setting in enumerate(result.settings):
-            bound = quantized_bound(
-                problem,
-                setting,
-                result.moments[i],
-                result.checkpoints,
-                float(result.sup_norm_q[i]),
-                float(result.sup_dev_q[i]),
-            )
+            bound = run_bound(problem, result, i)
             assert bound.valid, f"{name}: {setting.name}: {bound.reason}"
             risk, risk_q = result.risk[i].mean(0), result.risk_q[i].mean(0)
             below = (bound.excess < risk) | (bound.excess_q < risk_q)

@@ -8,10 +8,22 @@ from typing import Any
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-from litlab.methods.quantsgd.bounds import quantized_bound
+from litlab.methods.quantsgd.bounds import Bound, quantized_bound
 from litlab.methods.quantsgd.simulator import Problem, SimResult
 
 Row = dict[str, Any]
+
+
+def run_bound(problem: Problem, result: SimResult, i: int) -> Bound:
+    """The bound of ``result``'s setting ``i`` at its checkpoints, with the sup norms that run measured."""
+    return quantized_bound(
+        problem,
+        result.settings[i],
+        result.moments[i],
+        result.checkpoints,
+        float(result.sup_norm_q[i]),
+        float(result.sup_dev_q[i]),
+    )
 
 
 def curve_rows(
@@ -31,14 +43,7 @@ def curve_rows(
     for i, setting in enumerate(result.settings):
         if labels[i] is None:
             continue
-        bound = quantized_bound(
-            problem,
-            setting,
-            result.moments[i],
-            result.checkpoints,
-            float(result.sup_norm_q[i]),
-            float(result.sup_dev_q[i]),
-        )
+        bound = run_bound(problem, result, i)
         for k, n in enumerate(result.checkpoints):
             risk, risk_q = result.risk[i, :, k], result.risk_q[i, :, k]
             row = {
