@@ -8,12 +8,14 @@ import os
 
 import torch
 
+from litlab.methods.fingerprint.align import shared_rows
+from litlab.methods.fingerprint.cka import cka_biased
+from litlab.methods.fingerprint.weights import open_reader, read_vocab
+
 
 def pcs(first: str | os.PathLike, second: str | os.PathLike) -> float:
     """Cosine of the concatenated parameter vectors of two checkpoint folders, tensor by tensor (streamed);
     NaN when their tensor names or shapes differ (PCS cannot compare them)."""
-    from litlab.methods.fingerprint.weights import open_reader
-
     a, b = open_reader(first, dtype="float64"), open_reader(second, dtype="float64")
     names = sorted(a.names())
     if names != sorted(b.names()):
@@ -41,9 +43,6 @@ def huref_invariants(
     tokens (lowest base ids first), rows standardised; the mean cosine of the pairs. Invariant to residual
     permutations (X and W move together) and to Q/K scaling; needs shared token strings, not equal widths.
     NaN without a vocabulary or with grouped keys of different head counts."""
-    from litlab.methods.fingerprint.align import shared_rows
-    from litlab.methods.fingerprint.weights import open_reader, read_vocab
-
     vocab_a, vocab_b = read_vocab(first), read_vocab(second)
     if vocab_a is None or vocab_b is None:
         return math.nan
@@ -98,8 +97,6 @@ def reef(first: str | os.PathLike, second: str | os.PathLike, texts: list[str] |
     """REEF-style representation similarity (a reconstruction of Zhang et al., ICLR 2025): linear CKA
     between the two models' mean-pooled middle-layer representations of the same probe texts. Unlike AWM
     it runs both models (its cost is the inference), and it needs no shared vocabulary or width."""
-    from litlab.methods.fingerprint.cka import cka_biased
-
     texts = texts or probe_texts()
     a, b = representations(first, texts), representations(second, texts)
     return float(cka_biased(a @ a.T, b @ b.T))

@@ -21,12 +21,17 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors.torch import save_file
 from torch.utils.data import DataLoader
 
 from litlab.core.errors import ConfigError
 from litlab.core.paths import cache_dir
 from litlab.core.progress import track
+from litlab.datamodules.text import procedural_documents, text_file
+from litlab.datamodules.tokenizers import cached_bpe
 from litlab.fitting import Fitter
+from litlab.lm.models import load_pretrained
+from litlab.lm.module import LanguageModel
 from litlab.methods.fingerprint import derive, posttrain
 
 VERSION = "1"
@@ -67,8 +72,6 @@ class Spec:
 
 def _corpus(half: str, n_bytes: int) -> str:
     """The first ``n_bytes`` of half 'a' or 'b' of tinyshakespeare, cut at a line break."""
-    from litlab.datamodules.text import text_file
-
     text = text_file("tinyshakespeare").read_text(encoding="utf-8")
     middle = text.index("\n", len(text) // 2) + 1
     part = text[:middle] if half == "a" else text[middle:]
@@ -77,8 +80,6 @@ def _corpus(half: str, n_bytes: int) -> str:
 
 def _sft_corpus(n_bytes: int, seed: int) -> str:
     """Another domain for SFT: procedural entity descriptions (seeded)."""
-    from litlab.datamodules.text import procedural_documents
-
     docs = procedural_documents("entities", max(20, n_bytes // 400), seed)
     return "\n\n".join(docs)[:n_bytes]
 
@@ -128,15 +129,11 @@ class Builder:
         module.export(out)
 
     def _module(self, **kwargs: Any) -> Any:
-        from litlab.lm.module import LanguageModel
-
         optimizer = partial(torch.optim.AdamW, lr=self.spec.lr, weight_decay=0.0)
         return LanguageModel(optimizer, **kwargs)
 
     def base(self, name: str, seed: int, corpus: str, hidden: int | None) -> Path:
         """A base LM trained from scratch on corpus half ``corpus`` with its own BPE."""
-        from litlab.datamodules.tokenizers import cached_bpe
-
         spec = self.spec
         text = _corpus(corpus, spec.corpus_bytes)
 
@@ -151,8 +148,6 @@ class Builder:
 
     def child(self, category: str, parent: Path, corpus: str, seed: int) -> Path:
         """``category`` derived from the model in ``parent`` (trained with ``child_steps`` if it heals)."""
-        from litlab.lm.models import load_pretrained
-
         spec = self.spec
         g = torch.Generator().manual_seed(seed)
 
@@ -198,8 +193,6 @@ class Builder:
         """RL: ``child_steps`` of SFT on solved additions (so digits are reachable), then ``2·child_steps``
         REINFORCE steps; projector: ``child_steps`` projector-only, then ``child_steps`` joint steps. The
         training log goes to ``posttrain.json``."""
-        from litlab.lm.models import load_pretrained
-
         steps = self.spec.child_steps
         if category == "rl":
             with (
@@ -214,7 +207,6 @@ class Builder:
             log = {"reward": posttrain.reinforce(model, tokenizer, 2 * steps, g)}
         else:
             proj, _, losses = posttrain.train_projector(model, tokenizer, steps, g)
-            from safetensors.torch import save_file
 
             out.mkdir(parents=True, exist_ok=True)
             save_file(
@@ -227,7 +219,6 @@ class Builder:
 
     def gaussian(self, parent: Path, seed: int) -> Path:
         """Gaussian weights with ``parent``'s per-matrix mean and std (and its tokenizer)."""
-        from litlab.lm.models import load_pretrained
 
         def write(out: Path) -> None:
             model, tokenizer = load_pretrained(parent)
