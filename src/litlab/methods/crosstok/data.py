@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import torch
@@ -26,6 +27,7 @@ from litlab.core.progress import track
 from litlab.datamodules.base import GlobalBatchDataModule, batch_collate, batch_loader
 from litlab.datamodules.text import IGNORE_INDEX, BlockDataset, encode_texts, split_offsets, text_file
 from litlab.datamodules.tokenizers import cached_bpe, subset_tokenizer, token_byte_lengths
+from litlab.fitting import Fitter
 from litlab.lm.models import build_lm, llama_config, load_pretrained
 from litlab.lm.module import LanguageModel, warmup_cosine
 from litlab.methods.crosstok.cover import CrossTokenizerScorer
@@ -51,13 +53,9 @@ def train_teacher(
     block: int,
     lr: float,
     seed: int,
-    fitter: Any = None,
+    fitter: Fitter | None = None,
 ) -> PreTrainedModel:
     """A tiny causal LLaMA trained on ``text`` (packed blocks, AdamW + warm-up/cosine) through the Fitter."""
-    from functools import partial
-
-    from litlab.fitting import Fitter
-
     stream = encode_texts(tokenizer, [text])
     blocks = stream.pack(block)
     module = LanguageModel(
@@ -215,7 +213,7 @@ class DistillDataModule(GlobalBatchDataModule):
         return {**self.teacher_config, "corpus": self.corpus, "train_chars": len(train_text)}
 
     def build_teacher(
-        self, train_text: str, fitter: Any = None
+        self, train_text: str, fitter: Fitter | None = None
     ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
         """The teacher and its tokenizer: loaded from ``teacher_path`` or trained once and cached."""
         if self.teacher_path:
@@ -252,7 +250,7 @@ class DistillDataModule(GlobalBatchDataModule):
     def prepare_data(self) -> None:
         self._build()
 
-    def _build(self, fitter: Any = None) -> None:
+    def _build(self, fitter: Fitter | None = None) -> None:
         if self.pair is not None:
             return
         train_text, val_text, test_text = self._splits()
@@ -279,7 +277,7 @@ class DistillDataModule(GlobalBatchDataModule):
             ),
         }
 
-    def precompute(self, fitter: Any = None) -> None:
+    def precompute(self, fitter: Fitter | None = None) -> None:
         """Build everything and fill the training targets (from the disk cache, or computed and cached)."""
         self._build(fitter)
         train = self.datasets["train"]
