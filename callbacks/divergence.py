@@ -15,18 +15,30 @@ class DivergenceError(LitlabError):
 
 
 class DivergenceGuard(L.Callback):
-    """Raise :class:`DivergenceError` when training diverges; keep the last checkpoint from before it.
+    """Raise :class:`DivergenceError` when training diverges; no checkpoint holds a diverged state.
 
-    Checked every ``check_every_n_steps`` steps: the loss before its backward pass (NaN/Inf, or above
-    ``max_loss_ratio`` times the first loss), and after the optimizer step the weights and the
-    optimizer state (NaN/Inf). Raising skips every later save; if ``last.ckpt`` was written from the
-    weights that produced the bad loss, it is rolled back to the previous one (``LastCheckpoint`` keeps it).
+    The loss is checked before its backward pass every ``check_every_n_steps`` steps (NaN/Inf, or above
+    ``max_loss_ratio`` times the first loss). The weights and the optimizer state (NaN/Inf) are checked
+    every ``check_weights_every_n_steps`` steps and before any checkpoint is written: that check reads
+    every parameter and state tensor (on a small model as costly as its step), and a non-finite weight
+    makes the next loss non-finite anyway. Raising skips every later save; if ``last.ckpt`` was written
+    from the weights that produced the bad loss, it is rolled back to the previous one (``LastCheckpoint``).
     """
 
-    def __init__(self, check_every_n_steps: int = 1, max_loss_ratio: float | None = 1e6) -> None:
-        if check_every_n_steps < 1:
-            raise ValueError(f"check_every_n_steps must be >= 1, got {check_every_n_steps}")
+    def __init__(
+        self,
+        check_every_n_steps: int = 1,
+        max_loss_ratio: float | None = 1e6,
+        check_weights_every_n_steps: int = 100,
+    ) -> None:
+        for name, value in (
+            ("check_every_n_steps", check_every_n_steps),
+            ("check_weights_every_n_steps", check_weights_every_n_steps),
+        ):
+            if value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
         self.check_every_n_steps = check_every_n_steps
+        self.check_weights_every_n_steps = check_weights_every_n_steps
         self.max_loss_ratio = max_loss_ratio
         self.first_loss: float | None = None
 
@@ -57,14 +69,21 @@ class DivergenceGuard(L.Callback):
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: object, batch: object, batch_idx: int
     ) -> None:
-        if trainer.global_step % self.check_every_n_steps:
-            return
+        if trainer.global_step % self.check_weights_every_n_steps == 0:
+            self._check_weights(trainer, pl_module, "after the optimizer step")
+
+    def on_save_checkpoint(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, object]
+    ) -> None:
+        self._check_weights(trainer, pl_module, "before a checkpoint was written (it was not)")
+
+    def _check_weights(self, trainer: L.Trainer, pl_module: L.LightningModule, when: str) -> None:
         if not _all_finite(pl_module.parameters()):
-            self._fail(trainer, "the weights became non-finite after the optimizer step")
+            self._fail(trainer, f"the weights became non-finite, found {when}")
         for optimizer in trainer.optimizers:
             states = (v for s in optimizer.state.values() for v in s.values() if isinstance(v, torch.Tensor))
             if not _all_finite(states):
-                self._fail(trainer, "the optimizer state became non-finite")
+                self._fail(trainer, f"the optimizer state became non-finite, found {when}")
 
     def _fail(self, trainer: L.Trainer, what: str) -> None:
         rolled_back = any(_roll_back(callback, trainer.global_step) for callback in trainer.callbacks)

@@ -70,6 +70,36 @@ def test_guard_stops_on_a_nan_loss_and_keeps_last_good_checkpoint(tmp_path: Path
     assert all(torch.isfinite(v).all() for v in saved["state_dict"].values())
 
 
+class _SilentlyCorruptedModel(BoringModel):
+    """A parameter the loss never reads turns NaN at step 3: only a weights check can see it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.unused = torch.nn.Parameter(torch.zeros(2))
+
+    def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
+        if self.global_step == 3:
+            with torch.no_grad():
+                self.unused.fill_(float("nan"))
+
+
+def test_guard_checks_weights_before_every_save_so_no_checkpoint_holds_nan(tmp_path: Path) -> None:
+    checkpoint = ModelCheckpoint(dirpath=tmp_path / "ckpt", save_last=True, every_n_train_steps=1)
+    guard = DivergenceGuard(check_weights_every_n_steps=1000)  # the periodic check never runs here
+    trainer = _trainer(tmp_path, [guard, checkpoint], max_steps=10)
+    with pytest.raises(DivergenceError, match="weights became non-finite, found before a checkpoint"):
+        trainer.fit(_SilentlyCorruptedModel())
+    saved = torch.load(tmp_path / "ckpt" / "last.ckpt", weights_only=True)
+    assert saved["global_step"] == 3  # saved by the callback hook, before the module corrupted itself
+    assert all(torch.isfinite(v).all() for v in saved["state_dict"].values())
+
+
+def test_guard_checks_weights_every_n_steps_without_a_save(tmp_path: Path) -> None:
+    trainer = _trainer(tmp_path, [DivergenceGuard(check_weights_every_n_steps=2)], max_steps=10)
+    with pytest.raises(DivergenceError, match="step 4: the weights became non-finite, found after the"):
+        trainer.fit(_SilentlyCorruptedModel())
+
+
 class _HugeStepModel(BoringModel):
     """SGD with a learning rate that makes the loss explode within a few steps."""
 

@@ -146,7 +146,9 @@ def build_trainer(cfg: DictConfig) -> L.Trainer:
     from litlab.callbacks.last_checkpoint import LastCheckpoint
     from litlab.core import slurm
     from litlab.runner.instantiate import instantiate_callbacks, instantiate_loggers
+    from litlab.runner.metric_logging import skip_redundant_metric_moves
 
+    skip_redundant_metric_moves()
     callbacks = instantiate_callbacks(cfg.get("callbacks"))
     loggers = instantiate_loggers(cfg.get("logger"))
     # LastCheckpoint runs after ModelCheckpoint, so last.ckpt holds the best-model bookkeeping too.
