@@ -209,7 +209,7 @@ def rasterize(
     width: int,
     height: int,
     background: Tensor | None = None,
-    tile: int = 8,
+    tile: int = 4,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Tile-based compositing: each Gaussian is listed in the ``tile``×``tile`` pixel tiles its box
     touches, lists are sorted by (tile, depth), and each tile composites its own list (padded to the
@@ -228,37 +228,38 @@ def rasterize(
     hi[:, 0].clamp_(-1, tiles_x - 1), hi[:, 1].clamp_(-1, tiles_y - 1)
     span = (hi - lo + 1).clamp_min(0)
     drawn = projected.visible & (opacities.detach() >= ALPHA_MIN)
-    counts = torch.where(drawn, span[:, 0] * span[:, 1], torch.zeros_like(span[:, 0]))
-    # (Gaussian, tile) pairs: the k-th pair of Gaussian g covers tile (lo + k mod span_x, lo + k div span_x)
-    gaussian = torch.repeat_interleave(torch.arange(len(counts), device=device), counts)
-    k = torch.arange(len(gaussian), device=device) - torch.repeat_interleave(
-        counts.cumsum(0) - counts, counts
-    )
-    span_x = span[gaussian, 0].clamp_min(1)
-    tile_id = (lo[gaussian, 1] + k // span_x) * tiles_x + lo[gaussian, 0] + k % span_x
-    depth_rank = torch.empty_like(counts)
-    depth_rank[torch.argsort(projected.depths.detach(), stable=True)] = torch.arange(
-        len(counts), device=device
-    )
-    pair_order = torch.argsort(tile_id * len(counts) + depth_rank[gaussian])
-    gaussian, tile_id = gaussian[pair_order], tile_id[pair_order]
+    order = torch.argsort(projected.depths.detach(), stable=True)
+    order = order[drawn[order]]  # drawn Gaussians, near to far
+    counts = span[order, 0] * span[order, 1]
+    # (Gaussian, tile) pairs in depth order: the k-th pair of a Gaussian covers tile lo + (k mod w, k div w)
+    first = counts.cumsum(0) - counts
+    pair_gaussian = torch.repeat_interleave(torch.arange(len(order), device=device), counts)
+    k = torch.arange(len(pair_gaussian), device=device) - first[pair_gaussian]
+    box_lo, box_w = lo[order][pair_gaussian], span[order, 0][pair_gaussian].clamp_min(1)
+    tile_id = (box_lo[:, 1] + k // box_w) * tiles_x + box_lo[:, 0] + k % box_w
+    tile_id, by_tile = torch.sort(tile_id, stable=True)  # stable: depth order within a tile
     per_tile = torch.bincount(tile_id, minlength=n_tiles)
-    longest = int(per_tile.max()) if len(per_tile) else 0
-    slot = torch.arange(len(gaussian), device=device) - torch.repeat_interleave(
-        per_tile.cumsum(0) - per_tile, per_tile
-    )
-    lists = torch.full((n_tiles, max(longest, 1)), -1, device=device, dtype=torch.long)
-    lists[tile_id, slot] = gaussian
-    present = lists >= 0
-    index = lists.clamp_min(0)
+    slot = torch.arange(len(tile_id), device=device) - (per_tile.cumsum(0) - per_tile)[tile_id]
+    # one packed row per drawn Gaussian, plus a transparent row that pads the shorter lists
+    packed = torch.cat(
+        [
+            projected.means,
+            projected.conics,
+            opacities[:, None],
+            colours,
+            projected.depths[:, None],
+        ],
+        -1,
+    )[order]
+    packed = torch.cat([packed, packed.new_zeros(1, packed.shape[1])])
+    lists = torch.full((n_tiles, max(int(per_tile.max()), 1)), len(order), device=device, dtype=torch.long)
+    lists[tile_id, slot] = pair_gaussian[by_tile]
+    rows = packed[lists]  # (T, K, 10)
     # pixels of each tile (tiles past the image edge hold pixels that are cropped afterwards)
     local = _pixel_grid(tile, tile, device, dtype).reshape(-1, 2)
     origin = _pixel_grid(tiles_x, tiles_y, device, dtype).reshape(-1, 1, 2) * tile
-    pixels = origin + local  # (T, tile², 2)
-    alpha = _gaussian_alpha(
-        pixels, projected.means[index], projected.conics[index], opacities[index] * present
-    )
-    rgb, depth, opacity = _composite(alpha, colours[index], projected.depths[index], background)
+    alpha = _gaussian_alpha(origin + local, rows[..., 0:2], rows[..., 2:5], rows[..., 5])
+    rgb, depth, opacity = _composite(alpha, rows[..., 6:9], rows[..., 9], background)
     image = torch.cat([rgb, depth[..., None], opacity[..., None]], -1)  # (T, tile², 5)
     image = image.reshape(tiles_y, tiles_x, tile, tile, 5).permute(4, 0, 2, 1, 3)
     image = image.reshape(5, tiles_y * tile, tiles_x * tile)[:, :height, :width]
@@ -273,7 +274,7 @@ def render(
     sh: Tensor,
     camera: Camera,
     background: Tensor | None = None,
-    tile: int = 8,
+    tile: int = 4,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """One view of a Gaussian scene: rgb ``(3, H, W)``, expected depth and opacity ``(1, H, W)``."""
     projected = project(means, covariance_3d(quaternions, log_scales), camera)
