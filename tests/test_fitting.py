@@ -118,3 +118,26 @@ def test_from_config_takes_the_device_keys_of_a_trainer_config() -> None:
     assert "max_epochs" not in fitter.settings
     ddp = Fitter.from_config({"strategy": {"_target_": "lightning.pytorch.strategies.DDPStrategy"}})
     assert ddp.settings["strategy"] == "ddp"
+
+
+class _Hooked(Linear):
+    """Records gradients seen after backward and the weights seen after each optimizer step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[tuple[str, int]] = []
+
+    def on_after_backward(self) -> None:
+        assert self.net.weight.grad is not None
+        self.seen.append(("after_backward", len(self.seen)))
+
+    def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:
+        assert torch.is_tensor(outputs) and len(batch) == 2
+        self.seen.append(("batch_end", batch_idx))
+
+
+def test_fit_calls_the_per_step_hooks_in_lightning_order() -> None:
+    module = _Hooked()
+    Fitter().fit(module, DataLoader(_data(), batch_size=32), max_steps=3)
+    assert [name for name, _ in module.seen] == ["after_backward", "batch_end"] * 3
+    assert [index for name, index in module.seen if name == "batch_end"] == [0, 1, 0]

@@ -8,9 +8,10 @@ accelerator, devices, nodes, strategy and precision of the run's ``trainer=`` co
 (``benchmarks/trainer_overhead.py``), which matters when a study fits thousands of tiny full-batch models.
 
 Hooks called on the module: ``on_fit_start``, ``on_train_start``, ``on_train_epoch_start``,
-``on_train_epoch_end``, ``on_validation_epoch_start``, ``on_validation_epoch_end``, ``on_train_end``,
-``on_fit_end``. Values passed to ``self.log`` are collected: training values averaged since the last
-validation, validation values averaged over the validation batches (and over ranks).
+``on_after_backward``, ``on_train_batch_end``, ``on_train_epoch_end``, ``on_validation_epoch_start``,
+``on_validation_epoch_end``, ``on_train_end``, ``on_fit_end``. Values passed to ``self.log`` are
+collected: training values averaged since the last validation, validation values averaged over the
+validation batches (and over ranks).
 """
 
 from __future__ import annotations
@@ -290,13 +291,16 @@ class _Loop:
             module.on_train_epoch_start()
             for index, batch in enumerate(train_loader):
                 model.train()
-                loss = _as_loss(model.training_step(batch, index))
+                output = model.training_step(batch, index)
+                loss = _as_loss(output)
                 self.optimizer.zero_grad(set_to_none=True)
                 self.fabric.backward(loss)
+                module.on_after_backward()
                 if self.clip is not None:
                     self.fabric.clip_gradients(model, self.optimizer, max_norm=self.clip)
                 self.optimizer.step()
                 step += 1
+                module.on_train_batch_end(output, batch, index)
                 if self.scheduler is not None and self.interval == "step":
                     self.scheduler.step()
                 if val_every is not None and step % val_every == 0:
