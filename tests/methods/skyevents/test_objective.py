@@ -90,3 +90,30 @@ def test_psnr_is_the_mean_of_per_view_psnrs(sequence) -> None:
     mse = (pred - sequence.sharp_views[test]).square().flatten(1).mean(1)
     per_view = (10 * torch.log10(1 / mse)).mean()
     torch.testing.assert_close(objective.evaluate(sequence, test)["psnr"], per_view, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("event_loss", ["none", "rer"])
+def test_the_gaussian_renderer_trains_through_the_same_objective(sequence, event_loss: str) -> None:
+    """3DGS on the DEM (5 m spacing): RGB and event losses reach the Gaussians, density control runs."""
+    objective = EventReconstruction(
+        event_loss=event_loss,
+        event_weight=0.0003 if event_loss == "rer" else 0.0,
+        renderer="gaussians",
+        splat_spacing=5.0,
+        density={"start": 4, "densify_every": 4, "grad_threshold": 1e-5, "max_gaussians": 4000},
+        splat_learning_rates={"sh": 5e-2},
+    )
+    objective.build(sequence, 0.007)
+    train, test = held_out(sequence)
+    n_start = len(objective.scene.gaussians)
+    before = objective.evaluate(sequence, test)["psnr"]
+    history = fit(Fitter(), objective, sequence, train, steps=8, batch_size=2)
+    assert history[-1] < history[0]
+    assert objective.evaluate(sequence, test)["psnr"] > before
+    assert len(objective.scene.gaussians) > n_start, "density control added Gaussians"
+
+
+def test_an_unknown_renderer_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="renderer must be one of"):
+        EventReconstruction(renderer="nerf")

@@ -21,14 +21,22 @@ class ObjectiveFit(L.LightningModule):
         super().__init__()
         self.objective, self.sequence, self.lr = objective, sequence, lr
         self.history: list[float] = []
+        self.optimizer: torch.optim.Optimizer | None = None
 
     def training_step(self, batch: torch.Tensor, batch_idx: int) -> torch.Tensor:
         loss = self.objective.losses(self.sequence, batch.cpu())["total"]
         self.history.append(float(loss.detach()))
         return loss
 
+    def on_after_backward(self) -> None:
+        self.objective.scene.after_backward()
+
+    def on_train_batch_end(self, outputs: object, batch: torch.Tensor, batch_idx: int) -> None:
+        self.objective.scene.after_step(self.optimizer, len(self.history))
+
     def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.Adam(self.objective.parameters(), lr=self.lr)
+        self.optimizer = torch.optim.Adam(self.objective.scene.parameter_groups(), lr=self.lr)
+        return self.optimizer
 
 
 def frame_batches(train_index: torch.Tensor, steps: int, batch_size: int, seed: int) -> list[torch.Tensor]:

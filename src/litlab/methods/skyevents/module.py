@@ -109,8 +109,14 @@ class EventReconstructor(L.LightningModule):
     def test_step(self, batch: torch.Tensor, batch_idx: int) -> None:
         self._evaluate(batch, "test")
 
+    def on_after_backward(self) -> None:
+        self.objective.scene.after_backward()
+
+    def on_train_batch_end(self, outputs: object, batch: torch.Tensor, batch_idx: int) -> None:
+        self.objective.scene.after_step(self.trainer.optimizers[0], self.global_step)
+
     def configure_optimizers(self) -> Any:
-        return self.optimizer_factory(params=self.objective.parameters())
+        return self.optimizer_factory(params=self.objective.scene.parameter_groups())
 
     def figures(self, stage: str) -> dict[str, Figure]:
         """A grid of held-out views: captured frame, our render, sharp ground truth."""

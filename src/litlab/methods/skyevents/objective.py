@@ -7,7 +7,7 @@ from torch import nn
 from torchmetrics.functional.image import peak_signal_noise_ratio, structural_similarity_index_measure
 
 from litlab.datamodules.events import UAVSequence
-from litlab.datamodules.uav.render import GroundTexture, log_luminance, render
+from litlab.datamodules.uav.render import GroundTexture, log_luminance
 from litlab.methods.skyevents.losses import (
     blur_aware_rgb_loss,
     event_frames,
@@ -15,8 +15,10 @@ from litlab.methods.skyevents.losses import (
     region_event_loss,
     whole_frame_event_loss,
 )
+from litlab.methods.skyevents.renderers import SplatScene, TextureScene
 
 EVENT_LOSSES = ("none", "full", "rer")
+RENDERERS = ("texture", "gaussians")
 
 
 class EventReconstruction(nn.Module):
@@ -27,6 +29,9 @@ class EventReconstruction(nn.Module):
     event pixels are coarser than the texels. Each training frame contributes one event window of random
     length in ``window`` (s) around its time; events are read on the event clock at ``t + offset``.
     ``overlap_mask=False`` is RER's ablation: its regions cover the whole event frame, not only Ω.
+    ``renderer``: ``texture`` (albedo texels of ``texel`` m on the LiDAR DEM) or ``gaussians`` (3DGS
+    initialised on the DEM every ``splat_spacing`` m, SH colour of ``sh_degree``, adaptive ``density``
+    control and per-parameter ``splat_learning_rates``; see ``renderers``).
     """
 
     def __init__(
@@ -42,10 +47,24 @@ class EventReconstruction(nn.Module):
         event_supersample: int = 2,
         region_norm: str = "l1",
         overlap_mask: bool = True,
+        renderer: str = "texture",
+        splat_spacing: float = 1.25,
+        sh_degree: int = 1,
+        density: dict | None = None,
+        splat_learning_rates: dict | None = None,
     ) -> None:
         super().__init__()
         if event_loss not in EVENT_LOSSES:
             raise ValueError(f"event_loss must be one of {EVENT_LOSSES}, got {event_loss!r}")
+        if renderer not in RENDERERS:
+            raise ValueError(f"renderer must be one of {RENDERERS}, got {renderer!r}")
+        self.renderer = renderer
+        self.splat_options = {
+            "spacing": splat_spacing,
+            "sh_degree": sh_degree,
+            "density": dict(density or {}),
+            "learning_rates": dict(splat_learning_rates or {}),
+        }
         self.texel = texel
         self.event_loss = event_loss
         self.event_weight = event_weight
@@ -57,24 +76,29 @@ class EventReconstruction(nn.Module):
         self.event_supersample = event_supersample
         self.region_norm = region_norm
         self.overlap_mask = overlap_mask
-        self.texture: GroundTexture | None = None
+        self.scene: TextureScene | SplatScene | None = None
         self.offset = 0.0
 
+    @property
+    def texture(self) -> GroundTexture:
+        """The texture of the ``texture`` renderer."""
+        if not isinstance(self.scene, TextureScene):
+            raise AttributeError("only the texture renderer has a texture")
+        return self.scene.texture
+
     def build(self, sequence: UAVSequence, offset: float) -> None:
-        """Create the texture over the sequence's ground and fix the event-clock ``offset`` (s)."""
-        x0, x1, y0, y1 = sequence.texture_bounds
-        self.texture = GroundTexture(
-            sequence.texture_bounds, round((y1 - y0) / self.texel), round((x1 - x0) / self.texel)
-        )
+        """Create the scene over the sequence's ground and fix the event-clock ``offset`` (s)."""
+        if self.renderer == "texture":
+            self.scene = TextureScene(sequence, self.texel)
+        else:
+            self.scene = SplatScene(sequence, **self.splat_options)
         self.offset = float(offset)
 
     def render_rgb(self, sequence: UAVSequence, times: torch.Tensor) -> torch.Tensor:
         """Renders ``(*times.shape, 3, H, W)`` at RGB-clock ``times``."""
         rotation, centre = sequence.rgb_pose(times.reshape(-1))
         k = sequence.rgb_intrinsics
-        return render(self.texture, sequence.surface, k, rotation, centre).reshape(
-            *times.shape, 3, k.height, k.width
-        )
+        return self.scene(k, rotation, centre).reshape(*times.shape, 3, k.height, k.width)
 
     def losses(self, sequence: UAVSequence, index: torch.Tensor) -> dict[str, torch.Tensor]:
         """``rgb``, ``event`` and ``total`` losses on the frames ``index (B,)``."""
@@ -92,7 +116,7 @@ class EventReconstruction(nn.Module):
             sequence.events, t_a.double() + self.offset, t_b.double() + self.offset, k.height, k.width
         )
         rotation, centre = sequence.event_pose(torch.cat([t_a, t_b]))
-        image = render(self.texture, sequence.surface, k, rotation, centre, self.event_supersample)
+        image = self.scene(k, rotation, centre, self.event_supersample)
         log_l = log_luminance(image, self.dark)
         delta = log_l[len(index) :] - log_l[: len(index)]
         if self.event_loss == "full":
