@@ -39,17 +39,19 @@ def test_wheel_install_imports_mapped_packages_and_finds_configs(tmp_path: Path)
         "import litlab.data, hydra_plugins.litlab_searchpath;"
         "from litlab.runner.cli import all_options;"
         "print(litlab.__file__); print(' '.join(all_options('experiment')));"
-        "print((resources.files('litlab.data') / 'feynman' / 'FeynmanEquations.csv').is_file())"
+        "print((resources.files('litlab.data') / 'feynman' / 'FeynmanEquations.csv').is_file());"
+        "print((resources.files('litlab.methods.metacog') / 'prompts' / 'delegate.yaml').is_file())"
     )
     env = {**os.environ, "PYTHONPATH": str(target)}
     result = subprocess.run(
         [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120
     )
     assert result.returncode == 0, result.stderr[-2000:]
-    location, experiments, shipped_data = result.stdout.splitlines()
+    location, experiments, shipped_data, shipped_prompts = result.stdout.splitlines()
     assert location.startswith(str(target)), "imported the checkout instead of the installed copy"
     assert "kan/function_fit" in experiments.split()
     assert shipped_data == "True", "the small real data sets are installed with the package"
+    assert shipped_prompts == "True", "a method's YAML templates are installed with it"
 
 
 def test_clone_root_on_sys_path_does_not_shadow_hugging_face_kernels() -> None:

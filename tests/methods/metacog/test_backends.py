@@ -1,0 +1,132 @@
+"""The OpenAI-compatible backend against a local http.server, and the local-LM backend against direct
+scoring of each prompt alone."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+
+import pytest
+import torch
+
+from litlab.core.errors import LitlabError
+from litlab.datamodules.metacog_questions import make_questions, qa_document
+from litlab.datamodules.tokenizers import train_bpe, wrap_tokenizer
+from litlab.lm import build_lm, llama_config, render_chat, score_continuations
+from litlab.methods.metacog.games import capabilities_queries, load_prompts
+from litlab.methods.metacog.local import LocalLMBackend
+from litlab.methods.metacog.openai_backend import OpenAIBackend
+from litlab.methods.metacog.store import run_queries
+
+
+class Endpoint(BaseHTTPRequestHandler):
+    """Answers "B" with first-token log-probs; records every request body; fails once when told to."""
+
+    bodies: list[dict] = []
+    fail_next = False
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        Endpoint.bodies.append(body)
+        if Endpoint.fail_next:
+            Endpoint.fail_next = False
+            self.send_response(500)
+            self.end_headers()
+            return
+        top = [
+            {"token": " B", "logprob": -0.1},
+            {"token": "A", "logprob": -2.5},
+            {"token": "b", "logprob": -4.0},
+            {"token": "Hello", "logprob": -6.0},
+        ]
+        first = {"token": " B", "logprob": -0.1, "top_logprobs": top}
+        message = {"role": "assistant", "content": "B"}
+        reply = {"choices": [{"message": message, "logprobs": {"content": [first]}}]}
+        data = json.dumps(reply).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def endpoint() -> Iterator[str]:
+    server = HTTPServer(("127.0.0.1", 0), Endpoint)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    Endpoint.bodies, Endpoint.fail_next = [], False
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+    server.server_close()
+
+
+def test_openai_backend_requests_greedy_replies_and_reads_label_logprobs(
+    endpoint: str, tmp_path: Path
+) -> None:
+    queries = capabilities_queries(make_questions(5, 0), load_prompts("capabilities"))
+    backend = OpenAIBackend(endpoint, "tiny", api_key_env=None)
+    Endpoint.fail_next = True
+    with pytest.raises(LitlabError, match="request failed"):
+        run_queries(backend, queries, tmp_path / "a.jsonl", batch_size=2)
+    records = run_queries(backend, queries, tmp_path / "a.jsonl", batch_size=2)  # resumes after the failure
+    body = Endpoint.bodies[-1]
+    assert (
+        body["temperature"] == 0
+        and body["model"] == "tiny"
+        and body["logprobs"]
+        and body["top_logprobs"] == 10
+    )
+    assert body["messages"] == list(queries[-1].messages)
+    assert [r["label"] for r in records] == ["B"] * 5 and len(Endpoint.bodies) == 6
+    assert records[0]["logprobs"] == {"B": -0.1, "A": -2.5}  # best spelling per label; others ignored
+
+
+@pytest.fixture(scope="module")
+def tiny_lm() -> tuple[torch.nn.Module, object]:
+    docs = [qa_document(q) for q in make_questions(200, 0)]
+    tokenizer = wrap_tokenizer(train_bpe(docs, 300))
+    torch.manual_seed(0)
+    model = build_lm(llama_config(len(tokenizer), hidden_size=32, num_layers=1, num_heads=2), "causal")
+    return model.eval(), tokenizer
+
+
+def test_local_backend_equals_scoring_each_prompt_alone(tiny_lm: tuple) -> None:
+    model, tokenizer = tiny_lm
+    items = make_questions(4, 1)
+    items[0] = {
+        **items[0],
+        "question": items[0]["question"] + " Think about it carefully.",
+    }  # unequal lengths
+    queries = capabilities_queries(items, load_prompts("capabilities"))
+    backend = LocalLMBackend(model, tokenizer, max_new_tokens=3)
+    batched = backend.complete(queries)
+    for query, reply in zip(queries, batched, strict=True):
+        alone = backend.complete([query])[0]
+        assert alone.text == reply.text
+        prompt = render_chat(tokenizer, query.messages, add_generation_prompt=True)
+        direct = score_continuations(model, tokenizer, [prompt] * 4, list("ABCD"))["logprob"]
+        torch.testing.assert_close(
+            torch.tensor([reply.logprobs[k] for k in "ABCD"]), direct.float(), atol=1e-4, rtol=0
+        )
+
+
+def test_training_documents_are_the_capabilities_conversation_the_backend_renders(tiny_lm: tuple) -> None:
+    from litlab.datamodules.metacog_questions import LABELS, SYSTEM, USER
+
+    _, tokenizer = tiny_lm
+    prompts = load_prompts("capabilities")
+    assert (prompts["system"], prompts["user"]) == (SYSTEM, USER)
+    q = make_questions(1, 0)[0]
+    query = capabilities_queries([q], prompts)[0]
+    rendered = render_chat(
+        tokenizer, [*query.messages, {"role": "assistant", "content": LABELS[q["answer"]]}]
+    )
+    assert rendered == qa_document(q)
+    assert tokenizer.encode("<|endoftext|>", add_special_tokens=False) == [tokenizer.eos_token_id]
