@@ -1,0 +1,112 @@
+"""OBS-Diff's pruning time against its peers (Wanda, magnitude) vs calibration samples and model size, and the
+CPU wall clock of a DiT whose FFN neurons were physically removed (30 %) against the dense one.
+
+Pruning time is what ``prune_model`` spends: K=4 calibration sampling passes with forward hooks (20 DDIM
+steps, CFG 2) plus the solver; magnitude needs no calibration. Models are untrained DiTs with random
+weights of the task's architecture (time does not depend on what the weights learned). Each timing is the
+median of ``--repeats`` runs at one thread.
+
+Run:  python benchmarks/obsdiff_prune_time.py [--quick]
+Writes benchmarks/results/obsdiff_prune_time.json (``--quick``: obsdiff_prune_time_quick.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from litlab.core.machine import machine_info
+from litlab.methods.obsdiff.dit import build_dit, predict_eps
+from litlab.methods.obsdiff.pipeline import calibrator
+from litlab.methods.obsdiff.prune import PruneSpec, prune_model
+
+RESULTS = Path(__file__).resolve().parent / "results"
+STEPS, GUIDANCE = 20, 2.0
+
+
+def random_dit(num_layers: int) -> torch.nn.Module:
+    """A DiT of the task's width with random (non-identity) block weights."""
+    torch.manual_seed(0)
+    model = build_dit(num_layers=num_layers)
+    for p in model.parameters():
+        p.data.normal_(0, 0.05)
+    return model.eval()
+
+
+def prune_seconds(model: torch.nn.Module, method: str, n_calibration: int, repeats: int) -> float:
+    """Median seconds of one 50 % prune of a copy of ``model``."""
+    times = []
+    for _ in range(repeats):
+        copied = copy.deepcopy(model)
+        calibrate = calibrator(copied, n_calibration, 0, STEPS, GUIDANCE)
+        start = time.perf_counter()
+        prune_model(copied, calibrate, STEPS, PruneSpec(method=method, sparsity=0.5, groups=4))
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def forward_ms(model: torch.nn.Module, batch: int, repeats: int) -> float:
+    """Median milliseconds of one guided ε̂ call on a batch (the sampling loop's unit of work)."""
+    x, labels = torch.randn(batch, 3, 16, 16), torch.arange(batch) % 8
+    times = []
+    with torch.no_grad():
+        for _ in range(repeats):
+            start = time.perf_counter()
+            predict_eps(model, x, torch.tensor(500), labels, GUIDANCE, 8)
+            times.append(1e3 * (time.perf_counter() - start))
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer sizes and repeats")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    repeats = 1 if args.quick else 3
+    calibrations = [8, 16] if args.quick else [8, 16, 32, 64]
+    layers = [2] if args.quick else [2, 4, 8]
+    rows = []
+    for num_layers in layers:
+        model = random_dit(num_layers)
+        for n in calibrations if num_layers == 4 or args.quick else [32]:
+            for method in ("obs", "wanda", "magnitude"):
+                seconds = prune_seconds(model, method, n, repeats)
+                rows.append(
+                    {"num_layers": num_layers, "n_calibration": n, "method": method, "seconds": seconds}
+                )
+                print(rows[-1], flush=True)
+    dense = random_dit(4)
+    structured = copy.deepcopy(dense)
+    prune_model(
+        structured, calibrator(structured, 16, 0, STEPS, GUIDANCE), STEPS, PruneSpec("obs_structured", 0.3)
+    )
+    speed = {
+        name: {
+            "forward_ms": forward_ms(m, 64, 5 if args.quick else 20),
+            "parameters": sum(p.numel() for p in m.parameters()),
+        }
+        for name, m in (("dense", dense), ("obs_structured_30pct_ffn", structured))
+    }
+    speed["speedup"] = speed["dense"]["forward_ms"] / speed["obs_structured_30pct_ffn"]["forward_ms"]
+    out = {
+        "machine": machine_info(),
+        "threads": 1,
+        "steps": STEPS,
+        "guidance": GUIDANCE,
+        "prune": rows,
+        "structured_speed": speed,
+    }
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"obsdiff_prune_time{'_quick' if args.quick else ''}.json"
+    path.write_text(json.dumps(out, indent=2))
+    print(json.dumps(speed, indent=2), f"\nwrote {path}")
+
+
+if __name__ == "__main__":
+    main()

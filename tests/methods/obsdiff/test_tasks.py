@@ -1,0 +1,44 @@
+"""The prune task end to end on a tiny, briefly trained DiT: metrics, the saved diffusers model, errors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from litlab.core.errors import ConfigError
+from litlab.methods.obsdiff.dit import load_dit
+from litlab.methods.obsdiff.tasks import parse_nm, prune
+from litlab.task import TaskContext
+
+TINY = {"num_layers": 2, "train_steps": 20, "n_train": 512}
+FAST = {"dit": TINY, "classifier": {"train_steps": 20}, "eval_samples": 16, "n_calibration": 8, "steps": 5}
+
+
+def test_prune_task_reports_metrics_and_saves_a_loadable_diffusers_model(tmp_path) -> None:
+    out = prune(TaskContext.local(tmp_path), method="obs", nm="2:4", **FAST)
+    metrics = out["metrics"]
+    assert metrics["sparsity"] == pytest.approx(0.5) and metrics["calibration_passes"] == 4
+    assert metrics["dense/image_mse"] == 0 and metrics["image_mse"] > 0
+    assert {"class_acc", "kid", "eps_mse_early", "eps_mse_late", "psnr"} <= set(metrics)
+    loaded = load_dit(tmp_path / "pruned")
+    weight = loaded.transformer_blocks[0].ff.net[2].weight
+    assert ((weight == 0).reshape(weight.shape[0], -1, 4).sum(-1) == 2).all()
+    assert torch.isfinite(weight).all() and "samples" in out["figures"]
+
+
+def test_structured_task_shrinks_the_model(tmp_path) -> None:
+    out = prune(TaskContext.local(tmp_path), method="obs_structured", sparsity=0.25, **FAST)
+    assert out["metrics"]["parameters"] < out["metrics"]["dense_parameters"]
+    assert load_dit(tmp_path / "pruned").transformer_blocks[1].ff.net[2].in_features == 192
+
+
+def test_bad_inputs_are_one_line_config_errors(tmp_path) -> None:
+    ctx = TaskContext.local(tmp_path)
+    with pytest.raises(ConfigError, match="matches no nn.Linear"):
+        prune(ctx, patterns=["transformer_blocks.*.attn2.to_q"], **FAST)
+    with pytest.raises(ConfigError, match="not a folder"):
+        prune(ctx, checkpoint=str(tmp_path / "missing"), **FAST)
+    with pytest.raises(ConfigError, match="unknown dit keys"):
+        prune(ctx, **{**FAST, "dit": {"layers": 3}})
+    with pytest.raises(ConfigError, match="'2:4'"):
+        parse_nm("2-4")
