@@ -5,6 +5,9 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 ARGS ?=
 PYTEST_ARGS ?=
+# pytest-xdist workers, one per core; SLURM tests share one worker (conftest.py). TEST_WORKERS=0: serial.
+TEST_WORKERS ?= auto
+PARALLEL := -n $(TEST_WORKERS) --dist loadgroup
 
 .PHONY: install train test test-fast lint format bench
 
@@ -20,10 +23,10 @@ train: install  ## run the default experiment (a KAN fit, about 20 s on a CPU)
 	$(BIN)/litlab-train $(ARGS)
 
 test: install  ## the whole test suite, slow claim tests included
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(PARALLEL) $(PYTEST_ARGS)
 
 test-fast: install  ## everything but the slow claim tests
-	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not slow" $(PARALLEL) $(PYTEST_ARGS)
 
 lint: install
 	$(BIN)/ruff check .

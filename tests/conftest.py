@@ -124,6 +124,14 @@ def _cluster_up(conf: Path) -> bool:
     )
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Keep every test that uses the SLURM cluster on one xdist worker: one worker starts and stops the
+    cluster, and each test cancels the user's jobs when it ends, which would hit another worker's."""
+    for item in items:
+        if {"slurm", "slurm_cluster"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.xdist_group("slurm"))
+
+
 @pytest.fixture(scope="session")
 def slurm_cluster() -> Iterator[dict[str, str]]:
     """``{"SLURM_CONF": ...}`` of the two-node cluster: the one CI started, or one started here.
