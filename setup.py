@@ -3,7 +3,8 @@
 The top-level callbacks/, datamodules/ and kernels/ folders are installed as litlab.callbacks,
 litlab.datamodules and litlab.kernels; configs/ and data/ as litlab.configs and litlab.data, whose
 every sub-folder is listed as a (namespace) package holding data files, so setuptools neither
-warns nor drops any of them. Adding a folder never needs an edit here.
+warns nor drops any of them; YAML files inside a code package (a method's prompt templates) are
+installed with it. Adding a folder never needs an edit here.
 """
 
 from setuptools import find_namespace_packages, find_packages, setup
@@ -12,7 +13,7 @@ CODE_FOLDERS = ("callbacks", "datamodules", "kernels")
 DATA_FOLDERS = ("configs", "data")
 
 packages = find_packages("src") + find_namespace_packages("src", include=["hydra_plugins.*"])
-package_data = {}
+package_data = {name: ["**/*.yaml"] for name in find_packages("src")}
 for folder in CODE_FOLDERS:
     packages += [f"litlab.{name}" for name in find_packages(".", include=[folder, f"{folder}.*"])]
 for folder in DATA_FOLDERS:

@@ -8,6 +8,12 @@ DDIM steps (CFG 2), 32 fixed evaluation samples. Seeds 0-2 measured: image-MSE r
 0.47-0.58, OBS-Diff/magnitude 0.43-0.50 per seed; class agreement with the dense sample 0.94 (OBS-Diff)
 vs 0.84 (Wanda) vs 0.78 (magnitude) on every seed, one sample = 0.031; class accuracy 0.34-0.41
 (OBS-Diff), 0.41-0.47 (Wanda), 0.47 (magnitude) against the dense model's 0.375.
+
+Training the DiT is not bit-reproducible across runs, and a cold cache trains a different model: on seeds
+10-12 the CI replica's freshly trained DiT gave ratios to Wanda 0.74-0.79 and to magnitude 0.59-0.63,
+class agreement 0.83 / 0.73 / 0.78 and class accuracy 0.375 (dense 0.375). The first ratio limit (0.75,
+from one model) failed on it; the limit now, 0.9, is above the largest ratio of both models and below
+the mutations' (no OBS update: 1.00-1.13; identity Hessian: 1.09-1.16).
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ ARMS = {
     "wanda": {"method": "wanda", "groups": 4},
     "magnitude": {"method": "magnitude"},
 }
-IMAGE_MSE_RATIO = 0.75  # per seed: the largest measured ratio (0.58) with room for seed spread
+IMAGE_MSE_RATIO = 0.9  # per seed; largest measured ratio 0.79 over two trained models (docstring)
 CLASS_AGREE_MARGIN = 1 / 32  # mean gain of at least one sample in 32 (measured gains 0.09 and 0.16)
 CLASS_ACC_BAND = 0.1  # OBS-Diff's class accuracy stays within this of the dense model's (measured 0.01)
 

@@ -19,6 +19,7 @@ def test_prune_task_reports_metrics_and_saves_a_loadable_diffusers_model(tmp_pat
     metrics = out["metrics"]
     assert metrics["sparsity"] == pytest.approx(0.5) and metrics["calibration_passes"] == 4
     assert metrics["dense/image_mse"] == 0 and metrics["image_mse"] > 0
+    assert metrics["flops_per_eps"] == metrics["dense/flops_per_eps"] > 0  # masks do not remove FLOPs
     assert {"class_acc", "kid", "eps_mse_early", "eps_mse_late", "psnr"} <= set(metrics)
     loaded = load_dit(tmp_path / "pruned")
     weight = loaded.transformer_blocks[0].ff.net[2].weight
@@ -29,6 +30,7 @@ def test_prune_task_reports_metrics_and_saves_a_loadable_diffusers_model(tmp_pat
 def test_structured_task_shrinks_the_model(tmp_path) -> None:
     out = prune(TaskContext.local(tmp_path), method="obs_structured", sparsity=0.25, **FAST)
     assert out["metrics"]["parameters"] < out["metrics"]["dense_parameters"]
+    assert 0 < out["metrics"]["flops_per_eps"] < out["metrics"]["dense/flops_per_eps"]
     assert load_dit(tmp_path / "pruned").transformer_blocks[1].ff.net[2].in_features == 192
 
 
