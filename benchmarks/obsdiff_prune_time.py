@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from litlab.core.machine import machine_info
-from litlab.methods.obsdiff.dit import build_dit, predict_eps
+from litlab.methods.obsdiff.dit import build_dit, eps_flops, predict_eps
 from litlab.methods.obsdiff.pipeline import calibrator
 from litlab.methods.obsdiff.prune import PruneSpec, prune_model
 
@@ -90,6 +90,7 @@ def main() -> None:
         name: {
             "forward_ms": forward_ms(m, 64, 5 if args.quick else 20),
             "parameters": sum(p.numel() for p in m.parameters()),
+            "flops_per_eps": eps_flops(m, 16, GUIDANCE),
         }
         for name, m in (("dense", dense), ("obs_structured_30pct_ffn", structured))
     }

@@ -80,6 +80,20 @@ def predict_eps(
 
 
 @torch.no_grad()
+def eps_flops(model: nn.Module, image_size: int, guidance: float = 2.0) -> int:
+    """FLOPs of one guided ε̂ call on one image (torch's FLOP counter: matmuls and convolutions). A
+    masked (unstructured or N:M) model counts as dense; only removed rows and columns reduce it."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    channels = model.config.in_channels
+    x, label = torch.zeros(1, channels, image_size, image_size), torch.zeros(1, dtype=torch.long)
+    null = model.config.num_embeds_ada_norm
+    with FlopCounterMode(display=False) as counter:
+        predict_eps(model, x, 500, label, guidance, null)
+    return counter.get_total_flops()
+
+
+@torch.no_grad()
 def sample(
     model: nn.Module,
     noise: torch.Tensor,

@@ -7,7 +7,7 @@ from typing import Any
 
 from litlab.core.errors import ConfigError
 from litlab.core.results import TaskOutput
-from litlab.methods.obsdiff.dit import save_dit
+from litlab.methods.obsdiff.dit import eps_flops, save_dit
 from litlab.methods.obsdiff.pipeline import judge, pruned_copy, reference, sample_grid
 from litlab.methods.obsdiff.prune import PruneSpec
 from litlab.methods.obsdiff.targets import trained_classifier, trained_dit
@@ -67,6 +67,8 @@ def prune(
             "calibration_passes": report.passes,
             "parameters": sum(p.numel() for p in model.parameters()),
             "dense_parameters": sum(p.numel() for p in dense.parameters()),
+            "flops_per_eps": eps_flops(model, ref.images.shape[-1], guidance),
+            "dense/flops_per_eps": eps_flops(dense, ref.images.shape[-1], guidance),
         },
         "tables": {"layers": layers} if layers else {},
         "figures": {"samples": sample_grid({"dense": ref.images, f"{method} {sparsity:.0%}": images})},
