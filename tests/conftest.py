@@ -124,12 +124,13 @@ def _cluster_up(conf: Path) -> bool:
     )
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Keep every test that uses the SLURM cluster on one xdist worker: one worker starts and stops the
-    cluster, and each test cancels the user's jobs when it ends, which would hit another worker's."""
+    """Mark every test that uses the SLURM cluster ``slurm``: ``make test`` runs those in one process after
+    the parallel run (they share one cluster, and each cancels the user's jobs when it ends)."""
     for item in items:
         if {"slurm", "slurm_cluster"} & set(getattr(item, "fixturenames", ())):
-            item.add_marker(pytest.mark.xdist_group("slurm"))
+            item.add_marker(pytest.mark.slurm)
 
 
 @pytest.fixture(scope="session")
