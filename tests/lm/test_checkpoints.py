@@ -133,3 +133,13 @@ def test_dtype_and_device_control_and_clear_errors(saved: tuple, tmp_path: Path)
         CheckpointReader(tmp_path)
     with pytest.raises(LitlabError, match="not a torch dtype"):
         CheckpointReader(folder, dtype="float33")
+
+
+def test_a_requested_weight_the_checkpoint_lacks_is_an_error_unless_optional(saved: tuple) -> None:
+    _, folder = saved
+    reader = CheckpointReader(folder)
+    with pytest.raises(LitlabError, match="no weight for expert_up in layer 1"):
+        reader.layer(1, keys=("q", "expert_up"))
+    assert set(reader.layer(1, keys=("q", "expert_up"), optional=("expert_up",))) == {"q"}
+    with pytest.raises(LitlabError, match="no weight for router"):
+        reader.model_weights(keys=("embed", "router"))

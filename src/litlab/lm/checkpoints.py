@@ -202,9 +202,14 @@ class CheckpointReader:
         return tensor.T.contiguous() if key in self.layout.transposed else tensor
 
     def _canonical(
-        self, mapping: dict[str, str], keys: Collection[str] | None, layer: int | None = None
+        self,
+        mapping: dict[str, str],
+        keys: Collection[str] | None,
+        layer: int | None = None,
+        optional: Collection[str] = (),
     ) -> dict[str, torch.Tensor]:
-        """The tensors of ``mapping`` (of ``layer``, with its fused q/k/v split) under canonical names."""
+        """The tensors of ``mapping`` (of ``layer``, with its fused q/k/v split) under canonical names.
+        A requested key the checkpoint lacks is an error unless it is ``optional``."""
         where = {} if layer is None else {"i": layer}
 
         def wanted(key: str) -> bool:
@@ -224,17 +229,27 @@ class CheckpointReader:
             for key, part in zip(_QKV, self._orient("qkv" + suffix, raw[name]).chunk(3, dim=0)):
                 if wanted(key + suffix):
                     out[key + suffix] = part.contiguous()
+        missing = sorted(set(keys or ()) - set(out) - set(optional))
+        if missing:
+            where_text = "" if layer is None else f" in layer {layer}"
+            raise LitlabError(f"{self.path} has no weight for {', '.join(missing)}{where_text}")
         return out
 
-    def model_weights(self, keys: Collection[str] | None = None) -> dict[str, torch.Tensor]:
-        """The weights outside the layers (``embed``, ``final_norm``, ``lm_head`` ...), or only ``keys``."""
-        return self._canonical(self.layout.model, keys)
+    def model_weights(
+        self, keys: Collection[str] | None = None, optional: Collection[str] = ()
+    ) -> dict[str, torch.Tensor]:
+        """The weights outside the layers (``embed``, ``final_norm``, ``lm_head`` ...), or only ``keys``
+        (each required unless in ``optional``; without ``keys``, whatever is stored)."""
+        return self._canonical(self.layout.model, keys, optional=optional)
 
-    def layer(self, index: int, keys: Collection[str] | None = None) -> dict[str, torch.Tensor]:
-        """Layer ``index``'s weights under canonical names (only ``keys`` if given)."""
+    def layer(
+        self, index: int, keys: Collection[str] | None = None, optional: Collection[str] = ()
+    ) -> dict[str, torch.Tensor]:
+        """Layer ``index``'s weights under canonical names (only ``keys`` if given, each required unless
+        in ``optional``, e.g. an MoE's absent dense FFN)."""
         if not 0 <= index < self.num_layers:
             raise LitlabError(f"layer {index} is outside 0..{self.num_layers - 1}")
-        return self._canonical(self.layout.layer, keys, index)
+        return self._canonical(self.layout.layer, keys, index, optional)
 
     def layers(self, keys: Collection[str] | None = None) -> Iterator[tuple[int, dict[str, torch.Tensor]]]:
         """``(index, weights)`` for every layer in order, each read only when the iteration reaches it."""

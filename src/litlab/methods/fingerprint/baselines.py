@@ -53,7 +53,9 @@ def huref_invariants(
     for offset in range(1, layers + 1):
         invariants = []
         for reader, x in zip(readers, embeds):
-            w = reader.layer(reader.num_layers - offset, keys=("q", "k", "v", "o", "up", "down"))
+            w = reader.layer(
+                reader.num_layers - offset, keys=("q", "k", "v", "o", "up", "down"), optional=("up", "down")
+            )
             if w["q"].shape[0] != w["k"].shape[0]:
                 return math.nan
             products = [(x @ w["q"].T) @ (w["k"] @ x.T), (x @ w["v"].T) @ (w["o"].T @ x.T)]
