@@ -13,6 +13,7 @@ from litlab.datamodules.prontoqa import ID, ProblemConfig, ProntoQADataModule, g
 from litlab.fitting import Fitter
 from litlab.methods.veracity.module import VeracityLM, hide_tags
 from litlab.methods.veracity.pipeline import fit_avi
+from litlab.methods.veracity.scoring import tag_ids
 
 
 def test_substrate_lm_trains_through_the_fitter() -> None:
@@ -31,12 +32,11 @@ def test_avi_learns_labels_and_never_sees_the_answer(tiny_lm) -> None:
     batch = generate_problems(64, ProblemConfig(depth_min=2, depth_max=3), seed=1)
     labels = batch["labels"] == 1
     avi = fit_avi(Fitter(), tiny_lm, batch, labels, steps=1, lr=1e-3, seed=0)
-    before = avi.loss(
-        (avi_inputs := hide_tags(batch["tokens"], batch["slots"]), batch["slots"], batch["labels"])
-    ).item()
+    avi_batch = (hide_tags(batch), batch["slots"], batch["labels"], tag_ids(batch))
+    before = avi.loss(avi_batch).item()
     avi = fit_avi(Fitter(), tiny_lm, batch, labels, steps=40, lr=3e-3, seed=0)
-    assert avi.loss((avi_inputs, batch["slots"], batch["labels"])).item() < before
+    assert avi.loss(avi_batch).item() < before
     flipped = batch["tokens"].clone()
     rows = torch.arange(64)
     flipped[rows, batch["answer_pos"]] = torch.where(batch["answer"] == 1, ID["false"], ID["true"])
-    assert torch.equal(avi.predict(batch["tokens"], batch["slots"]), avi.predict(flipped, batch["slots"]))
+    assert torch.equal(avi.predict(batch), avi.predict({**batch, "tokens": flipped}))

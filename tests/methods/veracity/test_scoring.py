@@ -47,7 +47,7 @@ def test_fill_tags_touches_only_valid_slots(chains) -> None:
     filled = fill_tags(chains["tokens"], chains["slots"], tags)[:, 0]
     changed = filled != chains["tokens"]
     assert changed.sum(1).tolist() == chains["n_steps"].tolist()
-    hidden = hide_tags(chains["tokens"], chains["slots"])
+    hidden = hide_tags(chains)
     assert hidden.shape[1] == int(chains["slots"].max()) + 1
     assert (hidden == UNKNOWN_TAG).sum().item() == chains["n_steps"].sum().item()
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from litlab.datamodules.prontoqa import FALSE_TAG, TRUE_TAG
-from litlab.methods.veracity.scoring import Batch, fill_tags, tag_logits
+from litlab.methods.veracity.scoring import Batch, fill_tags, tag_ids, tag_logits
 
 
 @torch.no_grad()
@@ -17,10 +16,11 @@ def per_step_judge(model: nn.Module, batch: Batch) -> torch.Tensor:
     B, S = slots.shape
     length = int(slots.max()) + 1
     tokens = batch["tokens"][:, :length]
+    ids = tag_ids(batch)
     judged = torch.ones(B, S, dtype=torch.bool)
     for k in range(S):
-        inputs = fill_tags(tokens, slots, torch.where(judged, TRUE_TAG, FALSE_TAG)[:, None])[:, 0]
-        logp = tag_logits(model, inputs, slots[:, k : k + 1])[:, 0]
+        inputs = fill_tags(tokens, slots, torch.where(judged, ids[:, :1], ids[:, 1:2])[:, None])[:, 0]
+        logp = tag_logits(model, inputs, slots[:, k : k + 1], ids)[:, 0]
         judged[:, k] = (logp[:, 0] >= logp[:, 1]) | (slots[:, k] < 0)
     return judged
 

@@ -13,9 +13,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from litlab.core.errors import LitlabError
-from litlab.datamodules.prontoqa import EOS, PAD, UNKNOWN_TAG, VOCAB
+from litlab.datamodules.prontoqa import EOS, PAD, VOCAB
 from litlab.lm.models import build_lm, llama_config
-from litlab.methods.veracity.scoring import tag_logits
+from litlab.methods.veracity.scoring import Batch, tag_ids, tag_logits
 
 OptimizerFactory = Callable[..., torch.optim.Optimizer]
 
@@ -99,13 +99,15 @@ class VeracityLM(L.LightningModule):
         return _optimizers(self, self.optimizer_factory, self.scheduler_factory, self.total_steps)
 
 
-def hide_tags(tokens: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
-    """The verifier's input: every tag slot set to ``<?>`` and the row cut after the last step (no answer)."""
+def hide_tags(batch: Batch) -> torch.Tensor:
+    """The verifier's input: every tag slot set to the unknown tag (``<?>``) and the row cut after the last
+    step (no answer)."""
+    tokens, slots = batch["tokens"], batch["slots"]
     length = int(slots.max()) + 1
     out = tokens[:, :length].clone()
     rows = torch.arange(len(tokens))[:, None].expand_as(slots)
     valid = slots >= 0
-    out[rows[valid], slots[valid]] = UNKNOWN_TAG
+    out[rows[valid], slots[valid]] = tag_ids(batch)[:, 2, None].expand_as(slots)[valid]
     return out
 
 
@@ -113,8 +115,8 @@ class AVIVerifier(L.LightningModule):
     """AVI: a copy of the substrate LM fine-tuned to tag each step from (context, steps) alone, by
     cross-entropy on the two tag tokens at every slot, against Veracity Search pseudo-labels.
 
-    Batches are ``(inputs (B, L), slots (B, S), targets (B, S))`` with ``inputs`` from :func:`hide_tags`
-    and targets 1 = true, 0 = false, -1 = no step. One forward pass tags a whole chain (amortised).
+    Batches are ``(inputs (B, L), slots (B, S), targets (B, S), tag ids (B, 3))`` with ``inputs`` from
+    :func:`hide_tags` and targets 1 = true, 0 = false, -1 = no step. One forward pass tags a whole chain.
     """
 
     def __init__(
@@ -125,8 +127,8 @@ class AVIVerifier(L.LightningModule):
         self.optimizer_factory, self.scheduler_factory, self.total_steps = optimizer, scheduler, total_steps
 
     def loss(self, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
-        inputs, slots, targets = batch
-        logp = tag_logits(self.lm, inputs, slots)  # (B, S, 2): (true, false)
+        inputs, slots, targets, ids = batch
+        logp = tag_logits(self.lm, inputs, slots, ids)  # (B, S, 2): (true, false)
         return F.nll_loss(logp.reshape(-1, 2), torch.where(targets >= 0, 1 - targets, -100).reshape(-1))
 
     def training_step(self, batch: tuple[torch.Tensor, ...], batch_idx: int) -> torch.Tensor:
@@ -135,13 +137,14 @@ class AVIVerifier(L.LightningModule):
         return loss
 
     @torch.no_grad()
-    def predict(self, tokens: torch.Tensor, slots: torch.Tensor, chunk: int = 512) -> torch.Tensor:
-        """``(B, S)`` bool tags (True = step true) in one pass per ``chunk`` chains, without the answer."""
+    def predict(self, batch: Batch, chunk: int = 512) -> torch.Tensor:
+        """``(B, S)`` bool tags (True = step true) of ``batch``'s chains in one pass per ``chunk`` chains,
+        without the answer."""
         self.lm.eval()
-        inputs = hide_tags(tokens, slots)
+        inputs, slots, ids = hide_tags(batch), batch["slots"], tag_ids(batch)
         logp = torch.cat(
             [
-                tag_logits(self.lm, inputs[i : i + chunk], slots[i : i + chunk])
+                tag_logits(self.lm, inputs[i : i + chunk], slots[i : i + chunk], ids[i : i + chunk])
                 for i in range(0, len(inputs), chunk)
             ]
         )

@@ -3,6 +3,7 @@ pseudo-labels (never gold labels), and score every method against the gold step 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -17,7 +18,7 @@ from litlab.lm.module import warmup_cosine
 from litlab.methods.veracity.baselines import all_true, per_step_judge, random_tags
 from litlab.methods.veracity.metrics import step_metrics
 from litlab.methods.veracity.module import AVIVerifier, hide_tags
-from litlab.methods.veracity.scoring import Batch, lm_score_fn
+from litlab.methods.veracity.scoring import Batch, lm_score_fn, tag_ids
 from litlab.methods.veracity.search import veracity_search
 
 EVAL_SETS = {
@@ -59,7 +60,7 @@ def fit_avi(
 ) -> AVIVerifier:
     """Fine-tune a copy of ``lm`` on ``labels`` (VS pseudo-labels, True = step true) of ``batch``'s chains."""
     targets = torch.where(batch["slots"] >= 0, labels.long(), -1)
-    dataset = TensorBatchDataset(hide_tags(batch["tokens"], batch["slots"]), batch["slots"], targets)
+    dataset = TensorBatchDataset(hide_tags(batch), batch["slots"], targets, tag_ids(batch).contiguous())
     avi = AVIVerifier(
         lm,
         optimizer=partial(torch.optim.AdamW, lr=lr, weight_decay=0.0),
@@ -81,23 +82,26 @@ def run_seed(
     search: SearchSettings,
     sets: dict[str, dict[str, Any]] | None = None,
     ablations: bool = True,
+    encode: Callable[[Batch], Batch] | None = None,
 ) -> list[dict[str, Any]]:
     """Rows ``{set, method, f1, precision, recall, step_accuracy, localisation}`` for one seed.
 
     Methods: VS, VS without the answer term (ablation), per-step judging, random (at the VS labels' false
     rate on the AVI training chains), all-true, and AVI (trained on VS labels of training-ontology chains).
+    ``encode`` re-encodes the problems for ``lm``'s tokenizer (a ``hf_scorer.Reencoder``; None = ours).
     """
-    train = problems(avi_train_size, ProblemConfig(), seed * 101 + 1)
+    encode = encode or (lambda batch: batch)
+    train = encode(problems(avi_train_size, ProblemConfig(), seed * 101 + 1))
     pseudo = search.run(lm, train, seed=seed)
     valid = train["slots"] >= 0
     false_rate = float((~pseudo & valid).sum() / valid.sum())
     avi = fit_avi(fitter, lm, train, pseudo, avi_steps, avi_lr, seed)
     rows = []
     for index, (name, config) in enumerate((sets or EVAL_SETS).items()):
-        batch = problems(eval_size, ProblemConfig(**config), seed * 101 + 10 + index)
+        batch = encode(problems(eval_size, ProblemConfig(**config), seed * 101 + 10 + index))
         predictions = {
             "VS": search.run(lm, batch, seed=seed),
-            "AVI (zero-shot)": avi.predict(batch["tokens"], batch["slots"]),
+            "AVI (zero-shot)": avi.predict(batch),
             "per-step judging": per_step_judge(lm, batch),
             "random": random_tags(batch["slots"], false_rate, seed),
             "all-true": all_true(batch["slots"]),

@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 from litlab.core.progress import track
 from litlab.core.results import TaskOutput
 from litlab.core.stats import mean_and_half_width
+from litlab.methods.veracity.hf_scorer import DEFAULT_TAGS, Reencoder, load_scorer
 from litlab.methods.veracity.pipeline import EVAL_SETS, SearchSettings, run_seed
 from litlab.methods.veracity.substrate import substrate_lm
 from litlab.task import TaskContext
@@ -32,13 +33,26 @@ def veracity_study(
     avi_steps: int = 200,
     avi_lr: float = 1e-3,
     search: dict[str, Any] | None = None,
+    scorer_path: str | None = None,
+    scorer_tags: list[str] | None = None,
 ) -> TaskOutput:
-    """Every seed × evaluation set × method; the summary, the paper-vs-ours table and a figure."""
+    """Every seed × evaluation set × method; the summary, the paper-vs-ours table and a figure.
+
+    ``scorer_path``: a local HF causal LM used as the scorer (and AVI's starting point) for every seed
+    instead of the seed's substrate LM; ``scorer_tags``: its three single-token tag strings.
+    """
     settings = SearchSettings(**(search or {}))
+    scorer, encode = None, None
+    if scorer_path is not None:
+        scorer, tokenizer = load_scorer(scorer_path)
+        encode = Reencoder(tokenizer, tuple(scorer_tags or DEFAULT_TAGS))
+        log.info("veracity scorer: %s (%s)", scorer_path, type(scorer).__name__)
     runs: list[dict[str, Any]] = []
     for seed in track(seeds, "veracity study"):
-        model = substrate_lm(ctx.fitter, seed=seed, **lm)
-        runs += run_seed(ctx.fitter, model, seed, eval_size, avi_train_size, avi_steps, avi_lr, settings)
+        model = scorer if scorer is not None else substrate_lm(ctx.fitter, seed=seed, **lm)
+        runs += run_seed(
+            ctx.fitter, model, seed, eval_size, avi_train_size, avi_steps, avi_lr, settings, encode=encode
+        )
         log.info("veracity seed %d done", seed)
     summary = []
     for name in EVAL_SETS:
