@@ -23,6 +23,10 @@ _API = {
         "Generation", "decode", "generate", "generate_text", "pad_sequences", "sample", "sample_text",
         "score_continuations", "token_logprobs",
     ),
+    "grpo": (
+        "Rollout", "all_tie_fraction", "group_advantages", "grpo_loss", "grpo_rollout", "policy_logprobs",
+    ),
+    "grpo_module": ("GRPOModule", "prompt_loader"),
     "losses": (
         "NLLTerms", "causal_nll_terms", "causal_token_nll", "diffusion_loss_terms", "diffusion_nll_terms",
         "diffusion_row_nll", "forward_process", "masked_diffusion_loss", "nll_terms",

@@ -112,9 +112,36 @@ def test_local_backend_equals_scoring_each_prompt_alone(tiny_lm: tuple) -> None:
         assert alone.text == reply.text
         prompt = render_chat(tokenizer, query.messages, add_generation_prompt=True)
         direct = score_continuations(model, tokenizer, [prompt] * 4, list("ABCD"))["logprob"]
+        spaced = score_continuations(model, tokenizer, [prompt] * 4, [" A", " B", " C", " D"])
+        one_token = spaced["n_tokens"] == 1  # " X" as one token is a second spelling of the label
+        direct = torch.where(one_token, torch.logaddexp(direct, spaced["logprob"]), direct)
         torch.testing.assert_close(
             torch.tensor([reply.logprobs[k] for k in "ABCD"]), direct.float(), atol=1e-4, rtol=0
         )
+
+
+def test_local_backend_counts_a_label_written_after_a_space(tiny_lm: tuple) -> None:
+    """The noticed bug: only the bare label's token was read, so a model answering " B" (most HF models
+    after "Answer:") got P(B) ≈ 0. Both spellings count now; a bare-space first token never does."""
+    model, _ = tiny_lm
+    answers = [f"The answer is {label}." for label in "ABCD"] * 50  # merges " A" .. " D" into tokens
+    tokenizer = wrap_tokenizer(train_bpe(answers + ["1 2 T"], 300))
+    backend = LocalLMBackend(model, tokenizer)
+    encode = tokenizer.backend_tokenizer.encode
+    label = "B"
+    assert len(encode(" B", add_special_tokens=False).ids) == 1
+    bare, space = encode(label).ids[0], encode(f" {label}").ids[0]
+    assert backend.label_ids(label) == [bare, space]
+    logp = torch.full((len(tokenizer),), -30.0)
+    logp[space] = -0.1  # the model writes " B"
+    logp[bare] = -3.0
+    assert backend.label_logprobs(logp, [label])[label] == pytest.approx(
+        float(torch.logaddexp(logp[bare], logp[space]))
+    )
+    # a label whose spaced form starts with a bare space token counts its own token only
+    unspaced = [label for label in "ABCDT12" if len(encode(f" {label}", add_special_tokens=False).ids) > 1]
+    for label in unspaced:
+        assert backend.label_ids(label) == [encode(label).ids[0]]
 
 
 def test_training_documents_are_the_capabilities_conversation_the_backend_renders(tiny_lm: tuple) -> None:

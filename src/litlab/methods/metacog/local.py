@@ -2,7 +2,7 @@
 
 The conversation is rendered by the tokenizer's chat template (``litlab.lm.render_chat``); the reply is the
 greedy continuation and the label log-probs are read from the next-token distribution at the end of the
-prompt (each label's first token), in one forward pass per batch.
+prompt (each label's first token, with or without a leading space), in one forward pass per batch.
 """
 
 from __future__ import annotations
@@ -36,9 +36,22 @@ class LocalLMBackend:
         model, tokenizer = load_pretrained(path)
         return cls(model, tokenizer, max_new_tokens, name=f"local:{path}")
 
-    def label_id(self, label: str) -> int:
-        """The first token of ``label`` as the model would write it."""
-        return self.tokenizer.backend_tokenizer.encode(label, add_special_tokens=False).ids[0]
+    def label_ids(self, label: str) -> list[int]:
+        """The first tokens the model may write ``label`` with: ``label`` itself and, where the tokenizer has
+        a token for it, ``label`` after a space (most HF models answer "Answer:" with " B"); a bare-space
+        first token, shared by every label, is not counted."""
+        encode = self.tokenizer.backend_tokenizer.encode
+        ids = []
+        for text in (label, f" {label}"):
+            first = encode(text, add_special_tokens=False).ids[0]
+            if self.tokenizer.decode([first]).strip() and first not in ids:
+                ids.append(first)
+        return ids
+
+    def label_logprobs(self, logp: torch.Tensor, labels: Sequence[str]) -> dict[str, float]:
+        """log p(the reply starts with ``label``) from a next-token ``logp (V,)``: the log-sum-exp over the
+        label's first-token variants (``label_ids``)."""
+        return {label: float(logp[self.label_ids(label)].logsumexp(0)) for label in labels}
 
     @torch.no_grad()
     def complete(self, queries: Sequence[Query]) -> list[Reply]:
@@ -56,6 +69,6 @@ class LocalLMBackend:
         logp = torch.log_softmax(logits.float(), -1).cpu()
         texts = generate_text(self.model, self.tokenizer, prompts, self.max_new_tokens)
         return [
-            Reply(text, {label: float(logp[i, self.label_id(label)]) for label in q.labels})
+            Reply(text, self.label_logprobs(logp[i], q.labels))
             for i, (q, text) in enumerate(zip(queries, texts, strict=True))
         ]
