@@ -27,6 +27,8 @@ OPTIONAL_PACKAGES = {
     "pymc_bart": "tpnn",
     "densratio": "dre",
     "faiss": "disco",
+    "trl": "rl",
+    "datasketch": "webscale_rl",
 }
 
 
