@@ -14,6 +14,7 @@ from typing import Any
 _API = {
     "attention": ("BlockMask", "reference_block_attention", "use_block_attention"),
     "chat": ("DEFAULT_CHAT_TEMPLATE", "Conversation", "encode_chat", "render_chat"),
+    "chat_models": ("ChatModel", "LocalChat", "OpenAIChat", "parse_json"),
     "checkpoints": ("CheckpointReader", "Layout"),
     "decoding": ("DecodeState", "beam_search"),
     "diffusion": ("diffusion_generate",),

@@ -17,7 +17,7 @@ from litlab.core.errors import LitlabError
 from litlab.datamodules.tokenizers import train_bpe, wrap_tokenizer
 from litlab.datamodules.webscale_rl import make_corpus
 from litlab.lm import build_lm, generate_text, llama_config, render_chat
-from litlab.methods.webscale_rl.chat import LocalChat, OpenAIChat
+from litlab.lm.chat_models import LocalChat, OpenAIChat
 from litlab.methods.webscale_rl.pipeline import run_pipeline
 from litlab.methods.webscale_rl.stages import (
     STAGES,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from litlab.datamodules.webscale_rl import make_corpus, question
-from litlab.methods.webscale_rl.chat import parse_json
+from litlab.lm.chat_models import parse_json
 from litlab.methods.webscale_rl.stages import (
     messages,
     parse,

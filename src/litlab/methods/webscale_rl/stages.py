@@ -174,7 +174,7 @@ class LLMBackend:
         self.chat, self.name = chat, chat.name
 
     def run(self, stage: str, items: Sequence[dict[str, Any]]) -> list[dict[str, Any] | None]:
-        from litlab.methods.webscale_rl.chat import parse_json
+        from litlab.lm.chat_models import parse_json
 
         texts = self.chat.complete([messages(stage, item) for item in items])
         return [parse(stage, parse_json(text)) for text in texts]
@@ -188,13 +188,13 @@ def build_backend(kind: str = "rules", **options: Any) -> RuleBackend | LLMBacke
     if kind == "rules":
         return RuleBackend(**options)
     if kind == "openai":
-        from litlab.methods.webscale_rl.chat import OpenAIChat
+        from litlab.lm.chat_models import OpenAIChat
 
         if not options.get("base_url") or not options.get("model"):
             raise ConfigError("the openai backend needs task.backend.openai.base_url and .model")
         return LLMBackend(OpenAIChat(**options))
     if kind == "local":
-        from litlab.methods.webscale_rl.chat import LocalChat
+        from litlab.lm.chat_models import LocalChat
 
         if not options.get("path"):
             raise ConfigError("the local backend needs task.backend.local.path (a checkpoint folder)")

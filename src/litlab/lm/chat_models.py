@@ -1,7 +1,8 @@
-"""Text-in, text-out chat models for the LLM stages: an OpenAI-compatible endpoint and a local causal LM.
+"""Text-in, text-out chat models shared by the LLM-pipeline papers (Webscale-RL, MGA): an OpenAI-compatible
+endpoint and a local causal LM.
 
-Both speak one protocol, ``complete(conversations) -> texts``, and know nothing of the pipeline, so a later
-paper can move this file to a shared place unchanged. ``parse_json`` reads the stages' JSON replies.
+Both speak one protocol, ``complete(conversations) -> texts``, and know nothing of any pipeline.
+``parse_json`` reads JSON replies (code fences and trailing commas tolerated).
 """
 
 from __future__ import annotations
