@@ -1,5 +1,5 @@
-"""OBS-Diff's pruning time against its peers (Wanda, magnitude) vs calibration samples and model size, and the
-CPU wall clock of a DiT whose FFN neurons were physically removed (30 %) against the dense one.
+"""OBS-Diff's pruning time against its peers (Wanda, magnitude) vs calibration samples and model size (the
+speed and FLOPs of the pruned models: ``benchmarks/obsdiff_structured_speed.py``).
 
 Pruning time is what ``prune_model`` spends: K=4 calibration sampling passes with forward hooks (20 DDIM
 steps, CFG 2) plus the solver; magnitude needs no calibration. Models are untrained DiTs with random
@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from litlab.core.machine import machine_info
-from litlab.methods.obsdiff.dit import build_dit, eps_flops, predict_eps
+from litlab.methods.obsdiff.dit import build_dit
 from litlab.methods.obsdiff.pipeline import calibrator
 from litlab.methods.obsdiff.prune import PruneSpec, prune_model
 
@@ -51,18 +51,6 @@ def prune_seconds(model: torch.nn.Module, method: str, n_calibration: int, repea
     return statistics.median(times)
 
 
-def forward_ms(model: torch.nn.Module, batch: int, repeats: int) -> float:
-    """Median milliseconds of one guided ε̂ call on a batch (the sampling loop's unit of work)."""
-    x, labels = torch.randn(batch, 3, 16, 16), torch.arange(batch) % 8
-    times = []
-    with torch.no_grad():
-        for _ in range(repeats):
-            start = time.perf_counter()
-            predict_eps(model, x, torch.tensor(500), labels, GUIDANCE, 8)
-            times.append(1e3 * (time.perf_counter() - start))
-    return statistics.median(times)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer sizes and repeats")
@@ -81,32 +69,17 @@ def main() -> None:
                     {"num_layers": num_layers, "n_calibration": n, "method": method, "seconds": seconds}
                 )
                 print(rows[-1], flush=True)
-    dense = random_dit(4)
-    structured = copy.deepcopy(dense)
-    prune_model(
-        structured, calibrator(structured, 16, 0, STEPS, GUIDANCE), STEPS, PruneSpec("obs_structured", 0.3)
-    )
-    speed = {
-        name: {
-            "forward_ms": forward_ms(m, 64, 5 if args.quick else 20),
-            "parameters": sum(p.numel() for p in m.parameters()),
-            "flops_per_eps": eps_flops(m, 16, GUIDANCE),
-        }
-        for name, m in (("dense", dense), ("obs_structured_30pct_ffn", structured))
-    }
-    speed["speedup"] = speed["dense"]["forward_ms"] / speed["obs_structured_30pct_ffn"]["forward_ms"]
     out = {
         "machine": machine_info(),
         "threads": 1,
         "steps": STEPS,
         "guidance": GUIDANCE,
         "prune": rows,
-        "structured_speed": speed,
     }
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / f"obsdiff_prune_time{'_quick' if args.quick else ''}.json"
     path.write_text(json.dumps(out, indent=2))
-    print(json.dumps(speed, indent=2), f"\nwrote {path}")
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """The pruning driver on a tiny untrained diffusers DiT: selection, packages, groups, hooks, structured
-removal, diffusers save/load."""
+removal of FFN neurons and attention heads, diffusers save/load."""
 
 from __future__ import annotations
+
+import copy
 
 import pytest
 import torch
@@ -19,7 +21,7 @@ from litlab.methods.obsdiff.prune import (
     select_linears,
     split_groups,
 )
-from litlab.methods.obsdiff.structured import obs_remove_columns, remove_ffn_neurons
+from litlab.methods.obsdiff.structured import l1_keep, obs_remove_columns, remove_ffn_neurons, remove_heads
 
 
 @pytest.fixture
@@ -138,3 +140,115 @@ def test_structured_pruning_rejects_nm() -> None:
         PruneSpec("obs_structured", n=2, m=4)
     with pytest.raises(ConfigError, match="unknown pruning method"):
         PruneSpec("sparsegpt2")
+
+
+def test_group_removal_is_the_least_squares_optimum_and_picks_the_cheapest_group() -> None:
+    """Removing one group of 3 columns (a 'head'): the survivors equal least squares on the calibration
+    inputs, and the removed group is the one whose optimal reconstruction error is smallest (brute force)."""
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(300, 12, generator=g, dtype=torch.float64) @ torch.randn(
+        12, 12, generator=g, dtype=torch.float64
+    )
+    weight = torch.randn(4, 12, generator=g, dtype=torch.float64)
+    target = x @ weight.T
+
+    def best_error(group: int) -> float:
+        cols = [c for c in range(12) if c // 3 != group]
+        fit = torch.linalg.lstsq(x[:, cols], target).solution
+        return float((x[:, cols] @ fit - target).square().sum())
+
+    updated, keep = obs_remove_columns(weight, 2 * x.T @ x, 1, group=3, damp=0.0)
+    gone = sorted(set(range(4)) - set(keep.tolist()))[0]
+    assert gone == min(range(4), key=best_error)
+    cols = torch.tensor([c for c in range(12) if c // 3 != gone])
+    torch.testing.assert_close(updated[:, cols], torch.linalg.lstsq(x[:, cols], target).solution.T)
+    assert (updated[:, 3 * gone : 3 * gone + 3] == 0).all()
+    assert l1_keep(weight, 2, group=3).tolist() == sorted(
+        weight.abs().sum(0).reshape(4, 3).sum(1).argsort(descending=True)[:2].tolist()
+    )
+
+
+def _masked_heads(dense: torch.nn.Module, pruned: torch.nn.Module, kept: dict[str, list[int]]) -> None:
+    """Turn ``dense`` into the masked twin of ``pruned``: its to_out.0 holds the pruned model's weights in
+    the kept heads' columns and zeros in the removed heads' (q/k/v stay dense)."""
+    for name, heads in kept.items():
+        layer, small = dense.get_submodule(name), pruned.get_submodule(name)
+        width = layer.in_features // dense.get_submodule(name.removesuffix(".to_out.0")).heads
+        cols = (torch.tensor(heads).unsqueeze(1) * width + torch.arange(width)).flatten()
+        with torch.no_grad():
+            layer.weight.zero_()
+            layer.weight[:, cols] = small.weight
+            layer.bias.copy_(small.bias)
+
+
+@pytest.mark.parametrize("method", ["obs_structured", "l1_structured"])
+def test_head_pruned_model_equals_its_masked_twin_and_saves_and_loads(dit, tmp_path, method: str) -> None:
+    dense = copy.deepcopy(dit)
+    spec = PruneSpec(method, 0.5, groups=2, structure="heads")
+    report = prune_model(dit, calibrator(dit, 4, 0, 3, 1.5), 3, spec)
+    attention = dit.transformer_blocks[0].attn1
+    assert report.sparsity == pytest.approx(0.5) and len(report.kept) == 2
+    assert attention.heads == 1 and attention.to_q.out_features == attention.to_v.out_features == 8
+    assert attention.to_out[0].in_features == 8 and dit.transformer_blocks[0].ff.net[2].in_features == 64
+    for name, heads in report.kept.items():  # the kept heads' q/k/v rows are the dense model's rows
+        rows = torch.arange(8 * heads[0], 8 * heads[0] + 8)
+        block = name.removesuffix(".to_out.0")
+        for proj in ("to_q", "to_k", "to_v"):
+            torch.testing.assert_close(
+                dit.get_submodule(f"{block}.{proj}").weight,
+                dense.get_submodule(f"{block}.{proj}").weight[rows],
+            )
+    _masked_heads(dense, dit, report.kept)
+    x, t, labels = torch.randn(3, 3, 8, 8), torch.tensor(400), torch.tensor([0, 1, 3])
+    pruned_eps = predict_eps(dit, x, t, labels, 1.5, 4)
+    torch.testing.assert_close(pruned_eps, predict_eps(dense, x, t, labels, 1.5, 4))
+    save_dit(dit, tmp_path / "heads")
+    loaded = load_dit(tmp_path / "heads").eval()
+    assert loaded.transformer_blocks[1].attn1.heads == 1
+    torch.testing.assert_close(predict_eps(loaded, x, t, labels, 1.5, 4), pruned_eps)
+
+
+def test_heads_and_neurons_together_run_save_and_load(dit, tmp_path) -> None:
+    spec = PruneSpec("obs_structured", 0.5, groups=4, structure="both")
+    report = prune_model(dit, calibrator(dit, 4, 0, 3, 1.0), 3, spec)
+    assert report.passes == 4 and len(report.kept) == 4
+    block = dit.transformer_blocks[1]
+    assert block.attn1.heads == 1 and block.ff.net[2].in_features == 32
+    out, _ = sample(dit, torch.randn(2, 3, 8, 8), torch.tensor([0, 3]), 3, 1.5)
+    assert out.isfinite().all()
+    save_dit(dit, tmp_path / "both")
+    loaded = load_dit(tmp_path / "both").eval()
+    x, t, labels = torch.randn(2, 3, 8, 8), torch.tensor(100), torch.tensor([2, 3])
+    torch.testing.assert_close(
+        predict_eps(loaded, x, t, labels, 1.0, 4), predict_eps(dit, x, t, labels, 1.0, 4)
+    )
+
+
+def test_head_removal_cuts_the_right_rows_and_columns(dit) -> None:
+    """Physically removing head 0 equals zeroing its value rows: the module still runs on its own."""
+    attention = dit.transformer_blocks[0].attn1
+    x = torch.randn(2, 5, attention.to_q.in_features)
+    with torch.no_grad():
+        masked = copy.deepcopy(attention)
+        masked.to_v.weight[:8] = 0
+        masked.to_v.bias[:8] = 0
+        expected = masked(x)
+    remove_heads(attention, torch.tensor([1]))
+    torch.testing.assert_close(attention(x), expected)
+    with pytest.raises(ConfigError, match="cannot remove all 1 heads"):
+        remove_heads(attention, torch.tensor([], dtype=torch.long))
+    from diffusers.models.attention_processor import Attention
+
+    joint = Attention(query_dim=16, heads=2, dim_head=8, added_kv_proj_dim=16)
+    with pytest.raises(ConfigError, match="joint"):
+        remove_heads(joint, torch.tensor([0]))
+
+
+def test_impossible_structured_requests_are_one_line_errors(dit) -> None:
+    calibrate = calibrator(dit, 2, 0, 2, 1.0)
+    with pytest.raises(ConfigError, match="removes 0 of the 2 heads"):
+        prune_model(dit, calibrate, 2, PruneSpec("obs_structured", 0.2, groups=1, structure="heads"))
+    with pytest.raises(ConfigError, match=r"must be in \[0, 1\)"):
+        PruneSpec("l1_structured", 1.0, structure="heads")
+    with pytest.raises(ConfigError, match="unknown structure"):
+        PruneSpec("obs_structured", 0.5, structure="layers")

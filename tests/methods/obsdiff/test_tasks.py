@@ -7,6 +7,7 @@ import torch
 
 from litlab.core.errors import ConfigError
 from litlab.methods.obsdiff.dit import load_dit
+from litlab.methods.obsdiff.study import arm_cells
 from litlab.methods.obsdiff.tasks import parse_nm, prune
 from litlab.task import TaskContext
 
@@ -27,11 +28,12 @@ def test_prune_task_reports_metrics_and_saves_a_loadable_diffusers_model(tmp_pat
     assert torch.isfinite(weight).all() and "samples" in out["figures"]
 
 
-def test_structured_task_shrinks_the_model(tmp_path) -> None:
-    out = prune(TaskContext.local(tmp_path), method="obs_structured", sparsity=0.25, **FAST)
+def test_structured_task_removes_neurons_and_heads(tmp_path) -> None:
+    out = prune(TaskContext.local(tmp_path), method="obs_structured", sparsity=0.25, structure="both", **FAST)
     assert out["metrics"]["parameters"] < out["metrics"]["dense_parameters"]
     assert 0 < out["metrics"]["flops_per_eps"] < out["metrics"]["dense/flops_per_eps"]
-    assert load_dit(tmp_path / "pruned").transformer_blocks[1].ff.net[2].in_features == 192
+    block = load_dit(tmp_path / "pruned").transformer_blocks[1]
+    assert block.ff.net[2].in_features == 192 and block.attn1.heads == 3
 
 
 def test_bad_inputs_are_one_line_config_errors(tmp_path) -> None:
@@ -42,5 +44,24 @@ def test_bad_inputs_are_one_line_config_errors(tmp_path) -> None:
         prune(ctx, checkpoint=str(tmp_path / "missing"), **FAST)
     with pytest.raises(ConfigError, match="unknown dit keys"):
         prune(ctx, **{**FAST, "dit": {"layers": 3}})
+    with pytest.raises(ConfigError, match="removes 4 of the 4 heads"):
+        prune(ctx, method="l1_structured", sparsity=0.99, structure="heads", **FAST)
     with pytest.raises(ConfigError, match="'2:4'"):
         parse_nm("2-4")
+
+
+def test_study_arms_run_at_the_study_sparsities_or_at_their_own() -> None:
+    arms = {
+        "obs": {"method": "obs"},
+        "wanda_2of4": {"method": "wanda", "nm": "2:4"},
+        "l1_heads": {"method": "l1_structured", "structure": "heads", "sparsity": 0.25},
+    }
+    cells = arm_cells(arms, [0.5, 0.7])
+    assert [(sparsity, arm) for sparsity, arm, _ in cells] == [
+        (0.25, "l1_heads"),
+        (0.5, "obs"),
+        (0.5, "wanda_2of4"),
+        (0.7, "obs"),
+    ]
+    nm, heads = cells[2][2], cells[0][2]
+    assert (nm.method, nm.n, nm.m) == ("wanda", 2, 4) and (heads.structure, heads.sparsity) == ("heads", 0.25)

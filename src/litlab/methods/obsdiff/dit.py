@@ -208,11 +208,12 @@ def save_dit(model: nn.Module, folder: str | Path) -> Path:
 
 
 def load_dit(folder: str | Path) -> nn.Module:
-    """Load a DiT written by ``save_dit``, pruned or not: FFN widths are read from the stored tensors, so a
-    model whose neurons were physically removed loads back with its own shapes."""
+    """Load a DiT written by ``save_dit``, pruned or not: FFN widths and attention head counts are read
+    from the stored tensors, so a model whose neurons or heads were physically removed loads back with its
+    own shapes."""
     from safetensors.torch import load_file
 
-    from litlab.methods.obsdiff.structured import shrink_linear
+    from litlab.methods.obsdiff.structured import head_dim, remove_ffn_neurons, remove_heads
 
     path = Path(folder) / "diffusion_pytorch_model.safetensors"
     if not path.exists():
@@ -221,10 +222,10 @@ def load_dit(folder: str | Path) -> nn.Module:
     model = dit_class.from_config(dit_class.load_config(str(folder)))
     state = load_file(str(path))
     for name, module in model.named_modules():
-        key = f"{name}.net.0.proj.weight"
-        if name.endswith(".ff") and key in state and state[key].shape[0] != module.net[0].proj.out_features:
-            keep = torch.arange(state[key].shape[0])
-            module.net[0].proj = shrink_linear(module.net[0].proj, keep, 0)
-            module.net[2] = shrink_linear(module.net[2], keep, 1)
+        ffn, query = state.get(f"{name}.net.0.proj.weight"), state.get(f"{name}.to_q.weight")
+        if name.endswith(".ff") and ffn is not None and len(ffn) != module.net[0].proj.out_features:
+            remove_ffn_neurons(module, torch.arange(len(ffn)))
+        if query is not None and hasattr(module, "heads") and len(query) != module.to_q.out_features:
+            remove_heads(module, torch.arange(len(query) // head_dim(module)))
     model.load_state_dict(state)
     return model

@@ -28,7 +28,14 @@ from litlab.methods.obsdiff.obs import (
     timestep_weights,
     wanda_mask,
 )
-from litlab.methods.obsdiff.structured import l1_keep, obs_remove_columns, remove_ffn_neurons
+from litlab.methods.obsdiff.structured import (
+    check_head_removal,
+    head_dim,
+    l1_keep,
+    obs_remove_columns,
+    remove_ffn_neurons,
+    remove_heads,
+)
 
 UNSTRUCTURED = ("obs", "wanda", "magnitude")
 STRUCTURED = ("obs_structured", "l1_structured")
@@ -39,7 +46,13 @@ DIT_PATTERNS = (
     "transformer_blocks.*.ff.net.0.proj",
     "transformer_blocks.*.ff.net.2",
 )
-FFN_OUT_PATTERNS = ("transformer_blocks.*.ff.net.2",)
+# What structured pruning removes, by the layer whose input columns it scores: FFN neurons (inputs of
+# ff.net.2) and attention heads (head_dim-wide slices of the input of attn1.to_out.0).
+STRUCTURES = {
+    "ffn": ("transformer_blocks.*.ff.net.2",),
+    "heads": ("transformer_blocks.*.attn1.to_out.0",),
+    "both": ("transformer_blocks.*.attn1.to_out.0", "transformer_blocks.*.ff.net.2"),
+}
 # The role of a layer inside its block; layers with one role in one block form a package.
 ROLES = (
     ("qkv", re.compile(r"(to_[qkv]|add_[qkv]_proj)$")),
@@ -86,17 +99,20 @@ def split_groups(items: Sequence[list[str]], k: int) -> list[list[str]]:
 
 @dataclass
 class PruneReport:
-    """What a pruning run did: seconds, calibration passes, per-layer reconstruction error, sparsity."""
+    """What a pruning run did: seconds, calibration passes, per-layer reconstruction error, sparsity, and
+    for structured methods the kept groups (neurons or heads) of every scored layer."""
 
     seconds: float = 0.0
     passes: int = 0
     layer_error: dict[str, float] = field(default_factory=dict)
     sparsity: float = 0.0
+    kept: dict[str, list[int]] = field(default_factory=dict)
 
 
 @dataclass
 class PruneSpec:
-    """How to prune: method, sparsity (or n:m / neuron fraction), K groups, timestep weighting."""
+    """How to prune: method, sparsity (or n:m; for structured methods the fraction of FFN neurons and/or
+    heads per layer, ``structure``), K groups, timestep weighting."""
 
     method: str = "obs"
     sparsity: float = 0.5
@@ -109,12 +125,17 @@ class PruneSpec:
     blocksize: int = 128
     damp: float = 0.01
     chunk: int = 8
+    structure: str = "ffn"
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise ConfigError(f"unknown pruning method {self.method!r}; choose one of {', '.join(METHODS)}")
         if self.method in STRUCTURED and self.n:
             raise ConfigError("N:M sparsity applies to unstructured methods only (obs, wanda, magnitude)")
+        if self.structure not in STRUCTURES:
+            raise ConfigError(f"unknown structure {self.structure!r}; choose one of {', '.join(STRUCTURES)}")
+        if self.method in STRUCTURED and not 0.0 <= self.sparsity < 1.0:
+            raise ConfigError(f"structured sparsity must be in [0, 1), got {self.sparsity}")
 
 
 def _hooked_hessians(
@@ -168,11 +189,13 @@ def prune_model(
     set, calling ``on_step(i)`` before denoising step i of ``steps``.
 
     Unstructured methods prune the matching layers; structured ones remove ``spec.sparsity`` of the FFN
-    neurons (inputs of the matching ``ff.net.2`` layers) and cut them out of the model.
+    neurons (inputs of ``ff.net.2``) and/or attention heads (of ``to_out.0``) of every block, as
+    ``spec.structure`` says, and cut them out of the model.
     """
     start = time.perf_counter()
     structured = spec.method in STRUCTURED
-    patterns = FFN_OUT_PATTERNS if structured and tuple(patterns) == DIT_PATTERNS else patterns
+    if structured and tuple(patterns) == DIT_PATTERNS:
+        patterns = STRUCTURES[spec.structure]
     layers = select_linears(model, patterns)
     weights = timestep_weights(spec.timestep_weighting, steps, spec.w_min, spec.w_max)
     report = PruneReport()
@@ -188,13 +211,14 @@ def prune_model(
         for name, layer in group_layers.items():
             dense = layer.weight.data.clone()
             if structured:
-                pruned = _prune_ffn(model, name, layer, hessians.get(name), spec)
+                pruned, keep = _prune_structured(model, name, layer, hessians.get(name), spec)
+                report.kept[name] = keep.tolist()
             else:
                 pruned = _prune_layer(layer, hessians.get(name), spec)
             if name in hessians and not structured:
                 report.layer_error[name] = reconstruction_error(dense, pruned, hessians[name])
     after = select_linears(model, patterns).values()
-    if structured:  # the fraction of FFN neurons cut out
+    if structured:  # the fraction of the scored layers' input columns (neurons, head slices) cut out
         report.sparsity = 1 - sum(layer.in_features for layer in after) / sum(
             l.in_features for l in layers.values()
         )
@@ -206,17 +230,34 @@ def prune_model(
     return report
 
 
-def _prune_ffn(
+def _prune_structured(
     model: nn.Module, name: str, layer: nn.Linear, hessian: torch.Tensor | None, spec: PruneSpec
-) -> torch.Tensor:
-    """Remove ``spec.sparsity`` of the neurons feeding ``name`` (an ``ff.net.2``) and cut them out."""
-    if not name.endswith("net.2"):
-        raise ConfigError(f"structured pruning removes FFN neurons: {name!r} is not a '...ff.net.2' layer")
-    n_remove = int(spec.sparsity * layer.in_features)
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Remove ``spec.sparsity`` of the FFN neurons feeding ``name`` (an ``ff.net.2``) or of the heads
+    feeding it (a ``to_out.0``), with the group-OBS update or by L1 norm, and cut them out; returns the
+    updated full-width weight and the kept neuron or head indices."""
+    if name.endswith("ff.net.2"):
+        owner = model.get_submodule(name.removesuffix(".net.2"))
+        group, units, what = 1, layer.in_features, "FFN neurons"
+    elif name.endswith("to_out.0"):
+        owner = model.get_submodule(name.removesuffix(".to_out.0"))
+        check_head_removal(owner)
+        group, units, what = head_dim(owner), owner.heads, "heads"
+    else:
+        raise ConfigError(
+            f"structured pruning removes FFN neurons ('...ff.net.2') or heads ('...to_out.0'), not {name!r}"
+        )
+    n_remove = round(spec.sparsity * units)
+    if n_remove >= units or (what == "heads" and n_remove == 0 and spec.sparsity > 0):
+        raise ConfigError(
+            f"sparsity {spec.sparsity} removes {n_remove} of the {units} {what} of {name!r}: "
+            f"keep at least one and remove at least one"
+        )
     if spec.method == "obs_structured":
-        updated, keep = obs_remove_columns(layer.weight.data, hessian, n_remove, spec.chunk, spec.damp)
+        chunk = 1 if what == "heads" else spec.chunk  # heads are few and wide: one at a time
+        updated, keep = obs_remove_columns(layer.weight.data, hessian, n_remove, group, chunk, spec.damp)
         layer.weight.data = updated.to(layer.weight.dtype)
     else:
-        keep = l1_keep(layer.weight.data, n_remove)
-    remove_ffn_neurons(model.get_submodule(name.removesuffix(".net.2")), keep)
-    return layer.weight.data
+        keep = l1_keep(layer.weight.data, n_remove, group)
+    (remove_heads if what == "heads" else remove_ffn_neurons)(owner, keep)
+    return layer.weight.data, keep

@@ -1,11 +1,11 @@
 """The OBS-Diff study: OBS-Diff against Wanda, magnitude and SparseGPT (uniform timestep weights) on the
-cached tiny DiT, over calibration seeds and sparsities, judged against the dense model on one fixed
-evaluation set. Arms of one seed share its calibration set, so arms are compared seed by seed (paired
-differences with a 95 % Student-t interval over seeds)."""
+cached tiny DiT, over calibration seeds and unstructured sparsities, plus 2:4 arms and structured arms
+(FFN neurons, attention heads; OBS against L1-norm) at their own sparsity, judged against the dense model
+on one fixed evaluation set. Arms of one seed share its calibration set, so arms are compared seed by
+seed (paired differences with a 95 % Student-t interval over seeds)."""
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -33,39 +33,27 @@ METRICS = (
     "eps_mse_late",
     "prune_seconds",
 )
-# (claim, arm, reference arm, metric, lower is better, the paper's number)
-CLAIMS = (
-    (
-        "OBS-Diff beats Wanda (image error)",
-        "obs_diff",
-        "wanda",
-        "image_mse",
-        True,
-        "SD3-Medium 50%: FID 27.20 vs 43.98",
-    ),
-    (
-        "OBS-Diff beats magnitude (image error)",
-        "obs_diff",
-        "magnitude",
-        "image_mse",
-        True,
-        "SD3-Medium 50%: FID 27.20 vs 221",
-    ),
-    (
-        "OBS-Diff beats Wanda (class accuracy)",
-        "obs_diff",
-        "wanda",
-        "class_acc",
-        False,
-        "SD3-Medium 50%: ImageReward 0.647 vs -0.108",
-    ),
+WANDA_PAPER = {
+    0.5: "SD3-Medium 50%: FID 27.20 vs 43.98; ImageReward 0.647 vs -0.108 (dense 0.903)",
+    0.6: "SD3.5-L 60%: FID 29.15 vs 48.80; SD3-Medium 60%: ImageReward 0.121 vs -2.06",
+    0.7: "Flux 70%: ImageReward 0.370 vs -0.105",
+}
+MAGNITUDE_PAPER = {0.5: "SD3-Medium 50%: FID 27.20 vs 221 (magnitude collapses)"}
+NM_PAPER = {0.5: "SD3.5-L 2:4 (blocks 3-25): FID 32.13 vs 32.08; ImageReward 0.449 vs -0.136"}
+STRUCTURED_PAPER = "SD3.5-L structured 15-30%: FID 32.6-34.5 vs L1-norm 159-327"
+NO_PAPER = "no paper number at this sparsity"
+# (claim, arm, reference arm, metric, lower is better, the paper's number: one text or one per sparsity)
+CLAIMS: tuple[tuple[str, str, str, str, bool, str | dict[float, str]], ...] = (
+    ("OBS-Diff beats Wanda (image error)", "obs_diff", "wanda", "image_mse", True, WANDA_PAPER),
+    ("OBS-Diff beats magnitude (image error)", "obs_diff", "magnitude", "image_mse", True, MAGNITUDE_PAPER),
+    ("OBS-Diff beats Wanda (class accuracy)", "obs_diff", "wanda", "class_acc", False, WANDA_PAPER),
     (
         "OBS-Diff beats magnitude (class accuracy)",
         "obs_diff",
         "magnitude",
         "class_acc",
         False,
-        "magnitude collapses (FID 221)",
+        MAGNITUDE_PAPER,
     ),
     (
         "OBS-Diff keeps the dense samples' classes better than Wanda",
@@ -73,7 +61,7 @@ CLAIMS = (
         "wanda",
         "class_agree",
         False,
-        "SD3-Medium 50%: ImageReward 0.647 vs -0.108 (dense 0.903)",
+        WANDA_PAPER,
     ),
     (
         "OBS-Diff keeps the dense samples' classes better than magnitude",
@@ -81,7 +69,7 @@ CLAIMS = (
         "magnitude",
         "class_agree",
         False,
-        "magnitude collapses (FID 221)",
+        MAGNITUDE_PAPER,
     ),
     (
         "OBS-Diff's per-step eps error is below Wanda's (early, noisy steps)",
@@ -107,7 +95,79 @@ CLAIMS = (
         True,
         "groups amortise calibration; quality effect not reported",
     ),
+    (
+        "2:4 OBS-Diff beats 2:4 Wanda (image error)",
+        "obs_diff_2of4",
+        "wanda_2of4",
+        "image_mse",
+        True,
+        NM_PAPER,
+    ),
+    (
+        "2:4 OBS-Diff keeps the dense samples' classes better than 2:4 Wanda",
+        "obs_diff_2of4",
+        "wanda_2of4",
+        "class_agree",
+        False,
+        NM_PAPER,
+    ),
+    (
+        "2:4 OBS-Diff beats 2:4 magnitude (image error)",
+        "obs_diff_2of4",
+        "magnitude_2of4",
+        "image_mse",
+        True,
+        "no 2:4 magnitude number in the paper",
+    ),
+    (
+        "structured OBS beats L1-norm, FFN neurons (image error)",
+        "obs_ffn",
+        "l1_ffn",
+        "image_mse",
+        True,
+        STRUCTURED_PAPER,
+    ),
+    (
+        "structured OBS beats L1-norm, attention heads (image error)",
+        "obs_heads",
+        "l1_heads",
+        "image_mse",
+        True,
+        STRUCTURED_PAPER,
+    ),
+    (
+        "structured OBS keeps the dense samples' classes better than L1-norm, FFN neurons",
+        "obs_ffn",
+        "l1_ffn",
+        "class_agree",
+        False,
+        STRUCTURED_PAPER,
+    ),
+    (
+        "structured OBS keeps the dense samples' classes better than L1-norm, heads",
+        "obs_heads",
+        "l1_heads",
+        "class_agree",
+        False,
+        STRUCTURED_PAPER,
+    ),
 )
+SEEDLESS = ("magnitude", "l1_structured")
+
+
+def arm_cells(
+    arms: Mapping[str, Mapping[str, Any]], sparsities: Sequence[float]
+) -> list[tuple[float, str, PruneSpec]]:
+    """(sparsity, arm, spec) of every arm: at every study sparsity, or once at the arm's own ``sparsity``
+    (structured arms) or ``nm`` pattern (labelled with its sparsity N/M)."""
+    cells = []
+    for arm, params in arms.items():
+        params = dict(params)
+        n, m = parse_nm(params.pop("nm", None))
+        own = [n / m] if n else [params.pop("sparsity")] if "sparsity" in params else None
+        for sparsity in own or sparsities:
+            cells.append((float(sparsity), arm, PruneSpec(sparsity=sparsity, n=n, m=m, **params)))
+    return sorted(cells, key=lambda cell: cell[0])
 
 
 def run_arms(
@@ -120,26 +180,22 @@ def run_arms(
     guidance: float,
     eval_samples: int,
     dit: Mapping[str, Any] | None,
-    nm: str | None = None,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Prune and judge every (sparsity, arm, seed); seed-free arms (magnitude) run once per sparsity."""
+    """Prune and judge every (sparsity, arm, seed); seed-free arms (magnitude, L1) run once per cell."""
     dense = trained_dit(ctx.fitter, dit)
     classifier = trained_classifier(ctx.fitter, dit)
     ref = reference(dense, classifier, eval_samples, steps, guidance)
     dense_metrics, _ = judge(dense, ref, classifier)
     rows, grids = [], {"dense": ref.images}
-    cells = list(itertools.product(sparsities, arms.items(), seeds))
+    cells = [(*cell, seed) for cell in arm_cells(arms, sparsities) for seed in seeds]
     cache: dict[tuple[float, str], dict[str, float]] = {}
-    for sparsity, (arm, params), seed in track(cells, "obsdiff study", total=len(cells)):
-        spec = PruneSpec(sparsity=sparsity, **dict(zip("nm", parse_nm(nm), strict=True)), **params)
-        seedless = spec.method == "magnitude"
-        if not (seedless and (sparsity, arm) in cache):
+    for sparsity, arm, spec, seed in track(cells, "obsdiff study", total=len(cells)):
+        if not (spec.method in SEEDLESS and (sparsity, arm) in cache):
             model, report = pruned_copy(dense, spec, n_calibration, seed, steps, guidance)
             metrics, images = judge(model, ref, classifier)
             cache[(sparsity, arm)] = {**metrics, "prune_seconds": report.seconds}
-            if seed == seeds[0] and sparsity == sparsities[0]:
-                grids[arm] = images
-        rows.append({"sparsity": float(sparsity), "arm": arm, "seed": seed, **cache[(sparsity, arm)]})
+            grids.setdefault(arm, images)
+        rows.append({"sparsity": sparsity, "arm": arm, "seed": seed, **cache[(sparsity, arm)]})
     return pd.DataFrame(rows), {"dense_metrics": dense_metrics, "grids": grids}
 
 
@@ -172,7 +228,7 @@ def compare(runs: pd.DataFrame) -> list[dict[str, Any]]:
                 {
                     "claim": claim,
                     "sparsity": float(sparsity),
-                    "paper": paper,
+                    "paper": paper.get(float(sparsity), NO_PAPER) if isinstance(paper, dict) else paper,
                     "ours": f"{table[metric][arm].mean():.4g} vs {table[metric][other].mean():.4g} "
                     f"(diff {mean:+.3g} ± {half:.2g}, {len(diff)} seeds)",
                     "verdict": "reproduced"
@@ -207,15 +263,13 @@ def study(
     steps: int = 20,
     guidance: float = 2.0,
     eval_samples: int = 128,
-    nm: str | None = None,
     dit: dict[str, Any] | None = None,
 ) -> TaskOutput:
-    """Every arm at every sparsity and calibration seed; the summary, paired claims and plots."""
+    """Every arm at every sparsity (or its own) and calibration seed; the summary, paired claims and
+    plots."""
     if not seeds or not sparsities or not arms:
         raise ConfigError("the obsdiff study needs seeds, sparsities and arms")
-    runs, extra = run_arms(
-        ctx, arms, seeds, sparsities, n_calibration, steps, guidance, eval_samples, dit, nm
-    )
+    runs, extra = run_arms(ctx, arms, seeds, sparsities, n_calibration, steps, guidance, eval_samples, dit)
     summary = summarise(runs)
     dense = extra["dense_metrics"]
     metrics = {f"dense/{k}": dense[k] for k in ("class_acc", "class_agree", "kid")}

@@ -31,6 +31,7 @@ def prune(
     method: str = "obs",
     sparsity: float = 0.5,
     nm: str | None = None,
+    structure: str = "ffn",
     groups: int = 4,
     timestep_weighting: str = "log_decrease",
     w_min: float = 0.8,
@@ -45,9 +46,10 @@ def prune(
     dit: Mapping[str, Any] | None = None,
     classifier: Mapping[str, Any] | None = None,
 ) -> TaskOutput:
-    """Prune once with ``method`` and report the dense and pruned metrics side by side."""
+    """Prune once with ``method`` and report the dense and pruned metrics side by side. Structured methods
+    remove ``sparsity`` of every block's FFN neurons, attention heads, or both (``structure``)."""
     n, m = parse_nm(nm)
-    spec = PruneSpec(method, sparsity, n, m, groups, timestep_weighting, w_min, w_max)
+    spec = PruneSpec(method, sparsity, n, m, groups, timestep_weighting, w_min, w_max, structure=structure)
     dense = trained_dit(ctx.fitter, dit, checkpoint)
     judge_net = trained_classifier(ctx.fitter, dit, classifier)
     ref = reference(dense, judge_net, eval_samples, steps, guidance)
