@@ -11,7 +11,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +36,7 @@ from litlab.datamodules.uav.geometry import (
 )
 from litlab.datamodules.uav.render import GroundTexture, log_luminance, render, render_depth
 from litlab.datamodules.uav.sensors import Events, expose_rgb, noise_events, simulate_events
+from litlab.datamodules.uav.structure import StructuredScene
 
 CONDITIONS = {
     # exposure (s), light gain (1 = well lit), event noise rate (Hz per pixel)
@@ -123,9 +126,23 @@ class FlightConfig:
     read_noise: float = 2.0
     supersample: int = 3  # rays per pixel side for the ground-truth sensors (area integration)
     noise_rate: float | None = None  # event noise (Hz per pixel); None: the condition's
+    # Oblique flight (off by default): walls and tall tree crowns, cameras pitched ``pitch_deg`` off nadir
+    # whose look direction turns ``look_turns`` times about the vertical over the flight, rays marched
+    # every ``march_step`` m (see ``litlab.datamodules.uav.structure``).
+    oblique: bool = False
+    pitch_deg: float = 30.0
+    look_turns: float = 0.5
+    march_step: float = 0.5
 
     def key(self) -> str:
-        return hashlib.sha1(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]
+        fields = asdict(self)
+        if not self.oblique:  # nadir flights keep the keys they were cached under before the option
+            for name in OBLIQUE_FIELDS:
+                fields.pop(name)
+        return hashlib.sha1(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:12]
+
+
+OBLIQUE_FIELDS = ("oblique", "pitch_deg", "look_turns", "march_step")
 
 
 def fractal_noise(
@@ -147,6 +164,15 @@ def procedural_scene(
     Vegetation (textured greens, tree crowns with height), a few roads with lane marks, and buildings
     whose roofs have their own colour, a darker rim and a height of 4–18 m.
     """
+    albedo, heights, _ = structured_scene(bounds, texel, generator, tall_trees=False)
+    return albedo, heights
+
+
+def structured_scene(
+    bounds: tuple[float, float, float, float], texel: float, generator: torch.Generator, tall_trees: bool
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``procedural_scene`` plus its tree mask ``(H, W)``; ``tall_trees`` raises crowns to 5–10 m with
+    steep sides (what an oblique view sees from the side) instead of mounds of at most 4 m."""
     x0, x1, y0, y1 = bounds
     h, w = round((y1 - y0) / texel), round((x1 - x0) / texel)
     ys, xs = torch.meshgrid(torch.linspace(y0, y1, h), torch.linspace(x0, x1, w), indexing="ij")
@@ -158,7 +184,8 @@ def procedural_scene(
     albedo = torch.where(
         trees, torch.stack([0.10 + 0.05 * crowns, 0.28 + 0.1 * crowns, 0.08 + 0 * crowns]), albedo
     )
-    heights = torch.where(trees, 6 * (crowns - 0.35), heights)
+    crown_height = 5 + 8 * (crowns - 0.35) if tall_trees else 6 * (crowns - 0.35)
+    heights = torch.where(trees, crown_height, heights)
     n_roads = max(2, round((x1 - x0) / 120))
     for _ in range(n_roads):
         angle = torch.rand((), generator=generator).item() * math.pi
@@ -168,6 +195,7 @@ def procedural_scene(
         albedo = torch.where(road, torch.tensor([0.42, 0.42, 0.44])[:, None, None], albedo)
         albedo = torch.where(normal.abs() < 0.35, torch.tensor([0.95, 0.95, 0.9])[:, None, None], albedo)
         heights = torch.where(road, torch.zeros_like(heights), heights)
+        trees = trees & ~road
     roof_colours = torch.tensor(
         [[0.70, 0.25, 0.18], [0.55, 0.55, 0.58], [0.80, 0.78, 0.72], [0.35, 0.22, 0.15]]
     )
@@ -184,8 +212,9 @@ def procedural_scene(
         albedo = torch.where(roof, (colour[:, None, None] + ridge).clamp(0.02, 0.98), albedo)
         albedo = torch.where(rim, albedo * 0.5, albedo)
         heights = torch.where(roof, torch.full_like(heights, 4 + 14 * u[4].item()), heights)
+        trees = trees & ~roof
     albedo = ndimage.gaussian_filter(albedo.numpy(), sigma=(0, 0.8, 0.8))
-    return torch.from_numpy(albedo).clamp(0.02, 0.98).float(), heights
+    return torch.from_numpy(albedo).clamp(0.02, 0.98).float(), heights, trees.float()
 
 
 def survey_trajectory(cfg: FlightConfig, focal: float, margin: float = 0.2) -> Trajectory:
@@ -201,7 +230,11 @@ def survey_trajectory(cfg: FlightConfig, focal: float, margin: float = 0.2) -> T
     z = cfg.altitude + 1.5 * torch.sin(2 * math.pi * 0.5 * t)
     yaw = 0.06 * torch.sin(w_yaw * t)
     centres = torch.stack([x, y, z], dim=-1).float()
-    return Trajectory(t.float(), nadir_rotation(yaw.float()), centres)
+    if not cfg.oblique:
+        return Trajectory(t.float(), nadir_rotation(yaw.float()), centres)
+    look = yaw + 2 * math.pi * cfg.look_turns * t / cfg.duration
+    tilt = axis_angle_rotation(torch.tensor([1.0, 0.0, 0.0]), -math.radians(cfg.pitch_deg))
+    return Trajectory(t.float(), nadir_rotation(look.float()) @ tilt, centres)
 
 
 def dem_from_points(
@@ -231,11 +264,21 @@ def synthesize_sequence(cfg: FlightConfig) -> UAVSequence:
     event_k = Intrinsics.from_fov(cfg.event_size[1], cfg.event_size[0], cfg.event_hfov)
     trajectory = survey_trajectory(cfg, rgb_k.fx)
     x_lo, x_hi = float(trajectory.centres[:, 0].min()), float(trajectory.centres[:, 0].max())
-    half_width = 1.3 * cfg.altitude * math.tan(math.radians(max(cfg.rgb_hfov, cfg.event_hfov) / 2)) + cfg.sway
+    if cfg.oblique:
+        half_width = oblique_reach(cfg, rgb_k, event_k) + cfg.sway
+    else:
+        half_width = 1.3 * cfg.altitude * math.tan(math.radians(max(cfg.rgb_hfov, cfg.event_hfov) / 2))
+        half_width += cfg.sway
     bounds = (x_lo - half_width, x_hi + half_width, -half_width, half_width)
-    albedo, heights = procedural_scene(bounds, cfg.texel, generator)
+    albedo, heights, trees = structured_scene(bounds, cfg.texel, generator, tall_trees=cfg.oblique)
     gt_texture = GroundTexture.from_image(albedo, bounds)
     true_surface = HeightField(heights, bounds)
+    if cfg.oblique:
+        scene = StructuredScene(gt_texture, true_surface, trees, step=cfg.march_step)
+        view, view_depth = scene.render, scene.depth
+    else:
+        view = partial(render, gt_texture, true_surface)
+        view_depth = partial(render_depth, true_surface)
     lidar = lidar_points(true_surface, cfg.lidar_texel, cfg.lidar_noise, generator)
     surface = dem_from_points(lidar, bounds, cfg.lidar_texel)
     event_rotation = axis_angle_rotation(torch.tensor([1.0, 0.0, 0.0]), math.radians(cfg.event_pitch_deg))
@@ -247,21 +290,18 @@ def synthesize_sequence(cfg: FlightConfig) -> UAVSequence:
     sub = torch.linspace(-0.5, 0.5, n_sub) * cond["exposure"] if n_sub > 1 else torch.zeros(1)
     rot, centre = trajectory.at(frame_times[:, None] + sub)
     with torch.no_grad():
-        sharp_sub = render(
-            gt_texture, true_surface, rgb_k, rot.reshape(-1, 3, 3), centre.reshape(-1, 3), cfg.supersample
-        )
+        sharp_sub = view(rgb_k, rot.reshape(-1, 3, 3), centre.reshape(-1, 3), cfg.supersample)
         sharp_sub = sharp_sub.reshape(n_frames, n_sub, 3, rgb_k.height, rgb_k.width)
         frames = torch.stack(
             [expose_rgb(s, cond["gain"], cfg.full_well, cfg.read_noise, generator) for s in sharp_sub]
         )
         rot0, centre0 = trajectory.at(frame_times)
-        sharp_views = render(gt_texture, true_surface, rgb_k, rot0, centre0, cfg.supersample)
-        depths = render_depth(true_surface, rgb_k, rot0, centre0)
+        sharp_views = view(rgb_k, rot0, centre0, cfg.supersample)
+        depths = view_depth(rgb_k, rot0, centre0)
         events = simulate_event_camera(
             cfg,
             cond,
-            gt_texture,
-            true_surface,
+            view,
             trajectory,
             event_k,
             event_rotation,
@@ -288,6 +328,22 @@ def synthesize_sequence(cfg: FlightConfig) -> UAVSequence:
     )
 
 
+def oblique_reach(cfg: FlightConfig, rgb_k: Intrinsics, event_k: Intrinsics) -> float:
+    """Horizontal distance (m) out to which the pitched cameras see the ground, capped at 75° off nadir."""
+
+    def half_diagonal(k: Intrinsics) -> float:
+        return math.degrees(math.atan(math.hypot(k.width / 2, k.height / 2) / k.fx))
+
+    rgb_far = cfg.pitch_deg + half_diagonal(rgb_k)
+    event_far = cfg.pitch_deg + abs(cfg.event_pitch_deg) + half_diagonal(event_k)
+    if not (cfg.pitch_deg > 0 and rgb_far < 75 and event_far < 88):
+        raise LitlabError(
+            f"data.flight.pitch_deg={cfg.pitch_deg} puts the views {rgb_far:.0f}° (RGB) and {event_far:.0f}° "
+            "(events) off nadir; both must see the ground (RGB under 75°, events under 88°)"
+        )
+    return cfg.altitude * math.tan(math.radians(max(rgb_far, min(event_far, 75.0))))
+
+
 def lidar_points(
     surface: HeightField, spacing: float, noise: float, generator: torch.Generator
 ) -> torch.Tensor:
@@ -303,20 +359,22 @@ def lidar_points(
 def simulate_event_camera(
     cfg: FlightConfig,
     cond: dict,
-    texture: GroundTexture,
-    surface: HeightField,
+    view: Callable[..., torch.Tensor],
     trajectory: Trajectory,
     intrinsics: Intrinsics,
     rel_rotation: torch.Tensor,
     rel_translation: torch.Tensor,
     generator: torch.Generator,
 ) -> Events:
-    """Events (true time) of the event camera over the flight: ESIM on log luminance plus noise events."""
+    """Events (true time) of the event camera over the flight: ESIM on log luminance plus noise events.
+
+    ``view(intrinsics, rotation, centre, supersample)`` renders the true scene.
+    """
     times = torch.arange(0.0, cfg.duration + 1e-9, cfg.event_step, dtype=torch.float64)
     logs = []
     for chunk in times.split(400):
         rot, centre = compose_extrinsics(*trajectory.at(chunk.float()), rel_rotation, rel_translation)
-        image = render(texture, surface, intrinsics, rot, centre, cfg.supersample)
+        image = view(intrinsics, rot, centre, cfg.supersample)
         logs.append(log_luminance(image, gain=cond["gain"])[:, 0])
     shape = (intrinsics.height, intrinsics.width)
     spread = cfg.threshold_spread

@@ -131,10 +131,14 @@ def project(
     z = torch.where(visible, z, torch.ones_like(z))
     pixels = torch.stack([camera.fx * x / z + camera.cx, camera.fy * y / z + camera.cy], -1)
     zero = torch.zeros_like(z)
+    # the reference linearises at the mean clamped to 1.3× the half field of view, so Gaussians far
+    # outside the frustum (beside an oblique camera, at small depth) do not splat across the whole image
+    lim_x, lim_y = 1.3 * 0.5 * camera.width / camera.fx, 1.3 * 0.5 * camera.height / camera.fy
+    tx, ty = (x / z).clamp(-lim_x, lim_x), (y / z).clamp(-lim_y, lim_y)
     jacobian = torch.stack(
         [
-            torch.stack([camera.fx / z, zero, -camera.fx * x / z**2], -1),
-            torch.stack([zero, camera.fy / z, -camera.fy * y / z**2], -1),
+            torch.stack([camera.fx / z, zero, -camera.fx * tx / z], -1),
+            torch.stack([zero, camera.fy / z, -camera.fy * ty / z], -1),
         ],
         -2,
     )  # (N, 2, 3)

@@ -31,7 +31,9 @@ class EventReconstruction(nn.Module):
     ``overlap_mask=False`` is RER's ablation: its regions cover the whole event frame, not only Ω.
     ``renderer``: ``texture`` (albedo texels of ``texel`` m on the LiDAR DEM) or ``gaussians`` (3DGS
     initialised on the DEM every ``splat_spacing`` m, SH colour of ``sh_degree``, adaptive ``density``
-    control and per-parameter ``splat_learning_rates``; see ``renderers``).
+    control and per-parameter ``splat_learning_rates``; ``wall_fill`` adds points down the DEM's walls and
+    ``seen_only`` keeps only points the frames see, ``splat_opacity`` is their initial opacity; see
+    ``renderers``).
     """
 
     def __init__(
@@ -52,6 +54,9 @@ class EventReconstruction(nn.Module):
         sh_degree: int = 1,
         density: dict | None = None,
         splat_learning_rates: dict | None = None,
+        wall_fill: bool = False,
+        seen_only: bool = False,
+        splat_opacity: float = 0.1,
     ) -> None:
         super().__init__()
         if event_loss not in EVENT_LOSSES:
@@ -64,6 +69,9 @@ class EventReconstruction(nn.Module):
             "sh_degree": sh_degree,
             "density": dict(density or {}),
             "learning_rates": dict(splat_learning_rates or {}),
+            "wall_fill": wall_fill,
+            "seen_only": seen_only,
+            "opacity": splat_opacity,
         }
         self.texel = texel
         self.event_loss = event_loss

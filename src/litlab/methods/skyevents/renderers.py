@@ -59,7 +59,12 @@ class TextureScene(nn.Module):
 
 class SplatScene(nn.Module):
     """Gaussians on the LiDAR surface every ``spacing`` m, coloured from the frames that see them, with SH
-    colour of ``sh_degree`` and 3DGS's adaptive density control (``density``: ``DensityControl`` fields)."""
+    colour of ``sh_degree`` and 3DGS's adaptive density control (``density``: ``DensityControl`` fields).
+
+    ``wall_fill`` also places points every ``spacing`` m down the DEM's steep drops (the walls an oblique
+    LiDAR or SfM would return); ``seen_only`` keeps only points some frame sees (as SfM points are);
+    ``opacity`` is every Gaussian's initial opacity (3DGS: 0.1).
+    """
 
     def __init__(
         self,
@@ -68,10 +73,18 @@ class SplatScene(nn.Module):
         sh_degree: int = 1,
         density: dict[str, Any] | None = None,
         learning_rates: dict[str, float] | None = None,
+        wall_fill: bool = False,
+        seen_only: bool = False,
+        opacity: float = 0.1,
     ) -> None:
         super().__init__()
         points = surface_points(sequence.surface, spacing)
-        self.gaussians = GaussianScene(points, point_colours(sequence, points), degree=sh_degree)
+        if wall_fill:
+            points = torch.cat([points, wall_points(sequence.surface, spacing)])
+        colours, seen = point_colours(sequence, points, with_seen=True)
+        if seen_only:
+            points, colours = points[seen], colours[seen]
+        self.gaussians = GaussianScene(points, colours, degree=sh_degree, opacity=opacity)
         self.control = DensityControl(**(density or {}))
         self.learning_rates = {**SPLAT_LEARNING_RATES, **(learning_rates or {})}
 
@@ -120,8 +133,26 @@ def surface_points(surface: HeightField, spacing: float) -> Tensor:
     return torch.cat([xy, surface.height(xy)[:, None]], -1)
 
 
-def point_colours(sequence: UAVSequence, points: Tensor) -> Tensor:
-    """``(N, 3)``: each point's mean colour over the frames whose image it falls in (0.5 where none)."""
+def wall_points(surface: HeightField, spacing: float) -> Tensor:
+    """Points ``(M, 3)`` every ``spacing`` m down each drop of more than ``spacing`` between neighbouring
+    ``surface_points``, halfway between the two (the DEM's walls, which a nadir grid samples once)."""
+    top = surface_points(surface, spacing)
+    rows = []
+    for step in top.new_tensor([[spacing, 0.0], [-spacing, 0.0], [0.0, spacing], [0.0, -spacing]]):
+        below = surface.height(top[:, :2] + step)
+        count = ((top[:, 2] - below) / spacing).floor().clamp_min(0).long()
+        owner = torch.repeat_interleave(torch.arange(len(top)), count)
+        level = torch.arange(int(count.sum())) - torch.repeat_interleave(count.cumsum(0) - count, count)
+        xy = top[owner, :2] + step / 2
+        rows.append(torch.cat([xy, (top[owner, 2] - (level + 0.5) * spacing)[:, None]], -1))
+    return torch.cat(rows)
+
+
+def point_colours(
+    sequence: UAVSequence, points: Tensor, with_seen: bool = False
+) -> Tensor | tuple[Tensor, Tensor]:
+    """``(N, 3)``: each point's mean colour over the frames whose image it falls in (0.5 where none);
+    with ``with_seen``, also whether any frame sees it ``(N,)``."""
     rotation, centre = sequence.rgb_pose(sequence.frame_times)
     k = sequence.rgb_intrinsics
     pixels, depth = project_points(k, rotation, centre, points.expand(len(rotation), -1, -1))  # (K, N, ·)
@@ -134,4 +165,5 @@ def point_colours(sequence: UAVSequence, points: Tensor) -> Tensor:
     weights = inside.float()[:, None]  # (K, 1, N)
     seen = weights.sum(0)
     mean = (colours * weights).sum(0) / seen.clamp_min(1)
-    return torch.where(seen > 0, mean, torch.full_like(mean, 0.5)).T
+    colours = torch.where(seen > 0, mean, torch.full_like(mean, 0.5)).T
+    return (colours, seen[0] > 0) if with_seen else colours
