@@ -1,14 +1,15 @@
 """DATAMASK's selector against exact greedy on the same joint objective (the DiSF-style peer).
 
 Pool: ``mixture_pool`` (Gaussian-mixture unit embeddings, d = 64, whose tight clusters carry the high
-quality), r = 10 %, λ = 0.5. At N = 10⁵ every selector runs once: DATAMASK at its default (100 steps, G =
-16) and a cheap setting (50 steps, G = 8), our incremental exact greedy (O(N·d) per pick), top-k quality and
-random; each selection is scored on the same global objective. The per-candidate greedy (what one writes
-from DiSF's description: eᵀSe for every candidate from the current d×d sum S, O(N·d²) per pick) is timed
-over 50 picks and extrapolated to all k picks (its per-pick cost does not change with the pick). At N = 10⁶
-only DATAMASK runs (its peak memory is recorded); greedy's time there is extrapolated from N = 10⁵ by its
-O(r·N²·d) cost. Extrapolated numbers are marked ``estimated``. Wall time and process CPU time are both
-recorded: on a shared machine CPU time is the steadier of the two.
+quality), r = 10 %, λ = 0.5. At N = 10⁵ every selector runs once: DATAMASK at its default (36 steps,
+lr 0.3, G = 12, shards of 8, context every 6 steps) and a cheap setting (40 steps, G = 8, context
+every 8), our incremental exact greedy (O(N·d) per pick), top-k quality and random; each selection is
+scored on the same global objective. The per-candidate greedy (what one writes from DiSF's description:
+eᵀSe for every candidate from the current d×d sum S, O(N·d²) per pick) is timed over 50 picks and
+extrapolated to all k picks (its per-pick cost does not change with the pick). At N = 10⁶ only DATAMASK
+runs (its peak memory is recorded); greedy's time there is extrapolated from N = 10⁵ by its O(r·N²·d)
+cost. Extrapolated numbers are marked ``estimated``. Wall time and process CPU time are both recorded: on
+a shared machine CPU time is the steadier of the two.
 
 Run:  python benchmarks/datamask_speed.py [--quick]
 Writes benchmarks/results/datamask_speed.json (``--quick``: N = 10⁴ and 10⁵ only, datamask_speed_quick.json).
@@ -60,7 +61,7 @@ def run_size(n: int, greedy: bool) -> dict:
     arms: dict[str, Callable[[], Selection]] = {
         "datamask": lambda: datamask_select(quality, embeddings, RATIO, lam=LAM, seed=0),
         "datamask_cheap": lambda: datamask_select(
-            quality, embeddings, RATIO, lam=LAM, steps=50, group_size=8, seed=0
+            quality, embeddings, RATIO, lam=LAM, steps=40, group_size=8, context_every=8, seed=0
         ),
         "topk_quality": lambda: topk_quality(quality, RATIO),
         "random": lambda: random_select(n, RATIO),

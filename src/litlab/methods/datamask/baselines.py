@@ -26,21 +26,18 @@ def greedy_select(
     n, k = len(quality), budget(len(quality), ratio)
     order = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
     emb, q = embeddings[order], quality[order].double()  # the O(N·d) product in the input dtype
-    self_term = (emb * emb).sum(1).double().square()
-    cross = torch.zeros(n, dtype=torch.float64)  # h_i = Σ_{j∈S} (e_i·e_j)²
-    taken = torch.zeros(n, dtype=torch.bool)
+    grow = (emb * emb).sum(1).double().square()  # 2·hᵢ + ‖eᵢ‖⁴, hᵢ = Σ_{j∈S}(eᵢ·eⱼ)²
+    gain = lam * q  # −inf once taken
     chosen = torch.empty(k, dtype=torch.long)
-    quality_sum, frob_sq = 0.0, 0.0
+    frob_sq, value = 0.0, torch.empty(n, dtype=torch.float64)
     for step in range(k):
-        size = step + 1
-        frob = (frob_sq + 2 * cross + self_term).clamp_min(0).sqrt()
-        value = (lam * (quality_sum + q) - (1 - lam) * frob) / size
-        value[taken] = -torch.inf
+        # argmax of λ·(Q + qᵢ) − (1 − λ)·√(F + 2hᵢ + ‖eᵢ‖⁴): Q and the 1/|S ∪ i| factor are common to all i
+        torch.add(grow, frob_sq, out=value).sqrt_().mul_(lam - 1).add_(gain)
         pick = int(value.argmax())
-        chosen[step], taken[pick] = pick, True
-        quality_sum += q[pick].item()
-        frob_sq += 2 * cross[pick].item() + self_term[pick].item()
-        cross += (emb @ emb[pick]).square()
+        chosen[step] = pick
+        frob_sq += grow[pick].item()
+        grow.add_((emb @ emb[pick]).square_(), alpha=2)
+        gain[pick] = -torch.inf
     return Selection(order[chosen], time.perf_counter() - start)
 
 

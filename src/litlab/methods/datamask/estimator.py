@@ -27,14 +27,16 @@ def advantages(rewards: torch.Tensor, baseline: str = "loo", normalize: bool = F
     groups = rewards.shape[-1]
     if baseline != "none" and groups < 2:
         raise ConfigError(f"baseline={baseline!r} needs group_size >= 2, got {groups}")
-    if baseline == "loo":
-        adv = rewards - (rewards.sum(-1, keepdim=True) - rewards) / (groups - 1)
+    centred = rewards - rewards.mean(-1, keepdim=True)
+    if baseline == "loo":  # J_g − mean of the others = G/(G − 1)·(J_g − group mean)
+        adv = centred * (groups / (groups - 1))
     elif baseline == "group":
-        adv = rewards - rewards.mean(-1, keepdim=True)
+        adv = centred
     else:
         adv = rewards
-    if normalize:
-        adv = adv / rewards.std(-1, keepdim=True).clamp_min(1e-12)
+    if normalize:  # the group's (unbiased) std, written out: ``Tensor.std`` is slow on many small groups
+        std = (centred.square().sum(-1, keepdim=True) / max(groups - 1, 1)).sqrt()
+        adv = adv / std.clamp_min(1e-12)
     return adv
 
 
@@ -47,4 +49,6 @@ def policy_gradient(
 ) -> torch.Tensor:
     """``(..., n)`` ĝ. ``masks (..., G, n)`` drawn from ``probs (..., n)`` = σ(θ); ``rewards (..., G)``."""
     adv = advantages(rewards, baseline, normalize)
-    return (adv.unsqueeze(-1) * (masks - probs.unsqueeze(-2))).mean(-2)
+    groups = masks.shape[-2]
+    weighted = (adv.unsqueeze(-2) @ masks).squeeze(-2)  # Σ_g A_g·m_g as one batched matmul
+    return (weighted - adv.sum(-1, keepdim=True) * probs) / groups

@@ -30,6 +30,16 @@ class Context:
     cross: torch.Tensor
 
 
+def joint_weights(
+    quality: torch.Tensor, kernel: torch.Tensor, context: Context | None = None
+) -> torch.Tensor:
+    """``(..., n, n + 2)`` = [K + 2·diag(cross), q, 1]: one matmul of a binary mask with it gives mᵀK +
+    2·m∘cross, m·q and |m| together (mᵢ² = mᵢ folds the context's cross term into the kernel's diagonal)."""
+    if context is not None:
+        kernel = kernel + torch.diag_embed(2 * context.cross)
+    return torch.cat([kernel, quality.unsqueeze(-1), torch.ones_like(quality).unsqueeze(-1)], -1)
+
+
 def mask_objective(
     masks: torch.Tensor,
     quality: torch.Tensor,
@@ -39,21 +49,25 @@ def mask_objective(
     ratio: float,
     n_valid: torch.Tensor | float,
     context: Context | None = None,
+    weights: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``(..., G)`` J of each mask. ``masks (..., G, n)`` in {0, 1}; ``quality (..., n)``; ``kernel
     (..., n, n)`` from ``second_moment_kernel``; ``n_valid`` the documents a mask may pick (the shard
     size without padding). With a ``context`` (batch dims ``(...)`` = shards) all three terms are those
     of the mask joined to the context, ‖C + Σ mᵢeᵢeᵢᵀ‖² = ‖C‖² + 2·Σ mᵢ·eᵢᵀCeᵢ + mᵀKm, and ``n_valid``
-    is the whole pool's size. An empty selection has q̄ = D = 0."""
-    size = masks.sum(-1)
-    quality_sum = (masks @ quality.unsqueeze(-1)).squeeze(-1)
-    frobenius_sq = ((masks @ kernel) * masks).sum(-1)
+    is the whole pool's size. ``weights``: ``joint_weights(quality, kernel, context)`` precomputed, so a
+    call is one batched matmul. An empty selection has q̄ = D = 0."""
+    if weights is None:
+        weights = joint_weights(quality, kernel, context)
+    n = masks.shape[-1]
+    scored = masks @ weights
+    frobenius_sq = (scored[..., :n] * masks).sum(-1)
+    quality_sum, size = scored[..., n], scored[..., n + 1]
     total = size
     if context is not None:
         total = size + context.size.unsqueeze(-1)
         quality_sum = quality_sum + context.quality_sum.unsqueeze(-1)
-        cross = (masks @ context.cross.unsqueeze(-1)).squeeze(-1)
-        frobenius_sq = frobenius_sq + 2 * cross + context.frobenius_sq.unsqueeze(-1)
+        frobenius_sq = frobenius_sq + context.frobenius_sq.unsqueeze(-1)
     denom = total.clamp_min(1e-12).where(total > 0, torch.ones_like(total))
     frobenius = frobenius_sq.clamp_min(0.0).sqrt() / denom
     budget = (total / n_valid - ratio).square()

@@ -4,7 +4,7 @@ batched step) with the grouped policy-gradient estimator and Adam, then the top 
 The pool is cut into random shards of ``shard_size`` documents; each shard is one group: G masks are drawn
 over it, scored by the joint objective of that shard (``mask_objective``) and turned into its gradient.
 A shard's kernel Kᵢⱼ = (eᵢ·eⱼ)² is built once, so a step costs O(G·N·shard_size) and memory is
-O(N·shard_size): N = 10⁶ with shards of 64 holds 256 MB of kernels. Sharding is what makes the estimator
+O(N·shard_size): N = 10⁶ with shards of 8 holds 32 MB of kernels. Sharding is what makes the estimator
 work at all: one reward per mask carries about √(G/n) signal per document, so groups must be small.
 """
 
@@ -18,7 +18,7 @@ import torch
 
 from litlab.core.errors import ConfigError
 from litlab.methods.datamask.estimator import policy_gradient
-from litlab.methods.datamask.objective import Context, mask_objective, second_moment_kernel
+from litlab.methods.datamask.objective import Context, joint_weights, mask_objective, second_moment_kernel
 
 
 @dataclass
@@ -89,10 +89,19 @@ class ShardedPool:
         return Context(p.sum() - p.sum(1), quality_sum - (p * self.quality).sum(1), frob_sq, diag - own)
 
 
-def sample_masks(probs: torch.Tensor, valid: torch.Tensor, group_size: int, generator: torch.Generator):
-    """``(S, G, n)`` float masks, mᵢ ∼ Bernoulli(pᵢ) independently, 0 on padding."""
-    draws = torch.rand((probs.shape[0], group_size, probs.shape[1]), generator=generator)
-    return ((draws < probs.unsqueeze(1)) & valid.unsqueeze(1)).float()
+def sample_masks(
+    probs: torch.Tensor, valid: torch.Tensor, group_size: int, generator: torch.Generator | None
+):
+    """``(S, G, n)`` float masks, mᵢ ∼ Bernoulli(pᵢ) independently, 0 on padding.
+
+    Each draw is a 16-bit uniform (four cut from one random 64-bit integer; about half the cost of ``rand``):
+    mᵢ = [uᵢ < round(65536·pᵢ)], so P(mᵢ = 1) is pᵢ to within 2⁻¹⁶ (float32 ``rand`` resolves 2⁻²⁴)."""
+    shards, n = probs.shape
+    count = shards * group_size * n
+    words = torch.randint(-(2**63), 2**63 - 1, ((count + 3) // 4,), generator=generator, dtype=torch.int64)
+    draws = words.view(torch.int16)[:count].view(shards, group_size, n)
+    threshold = (probs * 65536).round().sub_(32768).clamp_(max=32767).where(valid, -32768)
+    return (draws < threshold.to(torch.int16).unsqueeze(1)).float()
 
 
 def datamask_select(
@@ -102,14 +111,14 @@ def datamask_select(
     *,
     lam: float = 0.5,
     mu: float = 1.0,
-    shard_size: int = 64,
-    group_size: int = 16,
-    steps: int = 100,
-    lr: float = 0.1,
+    shard_size: int = 8,
+    group_size: int = 12,
+    steps: int = 36,
+    lr: float = 0.3,
     baseline: str = "loo",
     normalize: bool = True,
     context: bool = True,
-    context_every: int = 10,
+    context_every: int = 6,
     seed: int = 0,
 ) -> Selection:
     """Learn mask logits θ (init logit(r), so the expected size is the budget) by Adam ascent on the
@@ -133,14 +142,16 @@ def datamask_select(
     theta.requires_grad_(True)
     optimizer = torch.optim.Adam([theta], lr=lr, maximize=True)
     history, rest = [], None
+    weights = joint_weights(pool.quality, pool.kernel)
     for step in range(steps):
         with torch.no_grad():
             probs = torch.sigmoid(theta)
             masks = sample_masks(probs, pool.valid, group_size, generator)
             if context and step % context_every == 0:
                 rest = pool.context(probs)
+                weights = joint_weights(pool.quality, pool.kernel, rest)
             n_valid = float(len(quality)) if context else pool.n_valid[:, None]
-            rewards = mask_objective(masks, pool.quality, pool.kernel, lam, mu, ratio, n_valid, rest)
+            rewards = mask_objective(masks, pool.quality, pool.kernel, lam, mu, ratio, n_valid, rest, weights)
             theta.grad = policy_gradient(masks, rewards, probs, baseline, normalize)
         optimizer.step()
         history.append(rewards.mean().item())

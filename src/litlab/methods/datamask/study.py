@@ -65,6 +65,7 @@ def study(
     group_size: int = 16,
     shard_size: int = 64,
     lr: float = 0.1,
+    context_every: int = 10,
     vocab_size: int = 512,
     block_size: int = 64,
     batch_size: int = 32,
@@ -75,7 +76,9 @@ def study(
     num_layers: int = 2,
 ) -> TaskOutput:
     """Selectors on ``seeds`` pools; LMs on the ``lm_seeds`` pools (a subset of ``seeds``)."""
-    options = dict(steps=steps, group_size=group_size, shard_size=shard_size, lr=lr)
+    options = dict(
+        steps=steps, group_size=group_size, shard_size=shard_size, lr=lr, context_every=context_every
+    )
     objective_rows, composition_rows, lm_rows = [], [], []
     curves: dict[str, list] = {arm: [] for arm in LM_ARMS}
     arch = {"hidden_size": hidden_size, "num_layers": num_layers, "num_heads": 4}
