@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from litlab.core.errors import ConfigError
+from litlab.core.jsonl_store import run_stage
 from litlab.methods.mga.consistency import judge, value_vocabulary
-from litlab.methods.mga.store import run_stage
 
 
 def _write_jsonl(path: Path, records: Sequence[Mapping[str, Any]]) -> None:

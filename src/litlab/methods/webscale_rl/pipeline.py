@@ -3,8 +3,8 @@ per-domain demonstrations) → checker (keep has_context = Y, answer_correctness
 near-duplicate removal → decontamination against the evaluation set.
 
 Documents are processed in shards; every LLM stage of every shard is a resumable JSONL file
-(``store.run_stage``), and each finished shard writes a summary, so a killed run — or shards run as
-separate jobs over one ``work_dir`` — continues where it stopped. The global steps (dedup,
+(``litlab.core.jsonl_store.run_stage``), and each finished shard writes a summary, so a killed run — or
+shards run as separate jobs over one ``work_dir`` — continues where it stopped. The global steps (dedup,
 decontamination) run once every shard is done and write ``qa.jsonl`` and ``counts.json``.
 """
 
@@ -17,15 +17,15 @@ import tempfile
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from litlab.core.errors import ConfigError
+from litlab.core.jsonl_store import run_stage
 from litlab.core.progress import track
 from litlab.methods.webscale_rl.decontam import contaminated
 from litlab.methods.webscale_rl.dedup import near_duplicates
 from litlab.methods.webscale_rl.prompts import DOMAIN_LIST
 from litlab.methods.webscale_rl.stages import STAGES
-from litlab.methods.webscale_rl.store import StageBackend, run_stage
 from litlab.methods.webscale_rl.text import unit_hash
 
 COUNT_KEYS = (
@@ -33,6 +33,12 @@ COUNT_KEYS = (
     "domain_dropped", "identified", "qa_requested", "generate_unparseable", "qa_generated",
     "check_unparseable", "no_context", "incorrect", "leakage", "checked",
 )  # fmt: skip
+
+
+class StageBackend(Protocol):
+    name: str
+
+    def run(self, stage: str, items: Sequence[dict[str, Any]]) -> list[dict[str, Any] | None]: ...
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -81,7 +87,7 @@ def process_shard(
 
     def stage(name: str, items: list[dict[str, Any]]) -> list[Any]:
         path = work_dir / "stages" / name / f"shard{index:05d}.jsonl"
-        return run_stage(backends[name], name, items, path, batch_size)
+        return run_stage(lambda batch: backends[name].run(name, batch), items, path, batch_size, name)
 
     counts = Counter({key: 0 for key in COUNT_KEYS})
     counts["documents"] = len(documents)

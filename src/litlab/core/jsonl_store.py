@@ -1,29 +1,24 @@
-"""Resumable stages: each (stage, shard) appends its outputs to a JSONL file, one line per item key, a
-batch at a time (fsync'd). A rerun reads the file, skips the keys it holds and asks only for the rest; a
-line cut short by a crash is trimmed and asked again, so nothing is lost and nothing is asked twice."""
+"""Resumable per-item outputs of a long pipeline stage (the LLM-pipeline papers: Webscale-RL, MGA): one
+JSONL line per item key, appended a batch at a time (fsync'd). A rerun skips the keys a file holds; a last
+line cut short by a crash is trimmed and its item asked again."""
 
 from __future__ import annotations
 
 import json
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from litlab.core.errors import LitlabError
+from litlab.core.progress import track
 
 log = logging.getLogger("litlab")
 
 
-class StageBackend(Protocol):
-    name: str
-
-    def run(self, stage: str, items: Sequence[dict[str, Any]]) -> list[dict[str, Any] | None]: ...
-
-
 def read_outputs(path: Path) -> dict[str, Any]:
-    """Stored outputs by key; trims a truncated last line (its item is asked again)."""
+    """Stored outputs by key; a truncated last line is trimmed (its item is asked again)."""
     if not path.exists():
         return {}
     text = path.read_text()
@@ -42,23 +37,25 @@ def read_outputs(path: Path) -> dict[str, Any]:
 
 
 def run_stage(
-    backend: StageBackend, stage: str, items: Sequence[dict[str, Any]], path: Path, batch_size: int = 32
+    ask: Callable[[Sequence[dict[str, Any]]], list[Any]],
+    items: Sequence[dict[str, Any]],
+    path: Path,
+    batch_size: int,
+    description: str,
 ) -> list[Any]:
-    """Outputs of ``stage`` for every item, in order: stored ones read back, the rest asked in batches and
+    """Outputs of ``ask`` for every item, in order: stored ones read back, the rest asked in batches and
     appended as each batch returns."""
     keys = [item["key"] for item in items]
     if len(set(keys)) != len(keys):
-        raise LitlabError(f"{stage}: item keys must be unique within a shard")
+        raise LitlabError(f"{description}: item keys must be unique (duplicate document ids?)")
     done = read_outputs(path)
     todo = [item for item in items if item["key"] not in done]
     path.parent.mkdir(parents=True, exist_ok=True)
-    for start in range(0, len(todo), batch_size):
-        batch = todo[start : start + batch_size]
-        outputs = backend.run(stage, batch)
+    batches = [todo[i : i + batch_size] for i in range(0, len(todo), batch_size)]
+    for batch in track(batches, description):
+        outputs = ask(batch)
         if len(outputs) != len(batch):
-            raise LitlabError(
-                f"backend {backend.name} returned {len(outputs)} outputs for {len(batch)} items"
-            )
+            raise LitlabError(f"{description}: {len(outputs)} outputs for {len(batch)} items")
         lines = [{"key": item["key"], "out": out} for item, out in zip(batch, outputs, strict=True)]
         with path.open("a") as handle:
             handle.write("".join(json.dumps(line) + "\n" for line in lines))
