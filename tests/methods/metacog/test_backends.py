@@ -3,10 +3,7 @@ scoring of each prompt alone."""
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
@@ -20,21 +17,21 @@ from litlab.methods.metacog.games import capabilities_queries, load_prompts
 from litlab.methods.metacog.local import LocalLMBackend
 from litlab.methods.metacog.openai_backend import OpenAIBackend
 from litlab.methods.metacog.store import run_queries
+from tests.chat_endpoint import JSONHandler, serving
 
 
-class Endpoint(BaseHTTPRequestHandler):
+class Endpoint(JSONHandler):
     """Answers "B" with first-token log-probs; records every request body; fails once when told to."""
 
     bodies: list[dict] = []
     fail_next = False
 
     def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = self.json_body()
         Endpoint.bodies.append(body)
         if Endpoint.fail_next:
             Endpoint.fail_next = False
-            self.send_response(500)
-            self.end_headers()
+            self.send_error_status()
             return
         top = [
             {"token": " B", "logprob": -0.1},
@@ -45,26 +42,14 @@ class Endpoint(BaseHTTPRequestHandler):
         first = {"token": " B", "logprob": -0.1, "top_logprobs": top}
         message = {"role": "assistant", "content": "B"}
         reply = {"choices": [{"message": message, "logprobs": {"content": [first]}}]}
-        data = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: object) -> None:
-        pass
+        self.send_json(reply)
 
 
 @pytest.fixture
 def endpoint() -> Iterator[str]:
-    server = HTTPServer(("127.0.0.1", 0), Endpoint)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     Endpoint.bodies, Endpoint.fail_next = [], False
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-    server.server_close()
+    with serving(Endpoint) as url:
+        yield url
 
 
 def test_openai_backend_requests_greedy_replies_and_reads_label_logprobs(

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,7 @@ from litlab.methods.mga.grammar import AUDIENCES, GENRES, rewrite
 from litlab.methods.mga.pipeline import run_pipeline
 from litlab.methods.mga.stages import LLMBackend
 from litlab.methods.mga.tasks import fact_documents
+from tests.chat_endpoint import JSONHandler, serving
 
 DOCS = fact_documents(6, seed=7)
 BY_TEXT = {d["text"]: d for d in DOCS}
@@ -35,37 +34,26 @@ def _answer(prompt: str) -> str:
     return "```json\n" + json.dumps({"analysis": "facts about one entity", "pairs": pairs}) + "\n```"
 
 
-class Endpoint(BaseHTTPRequestHandler):
+class Endpoint(JSONHandler):
     prompts: list[str] = []
     fail_at: int | None = None
 
     def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = self.json_body()
         if Endpoint.fail_at is not None and len(Endpoint.prompts) == Endpoint.fail_at:
             Endpoint.fail_at = None
-            self.send_response(500)
-            self.end_headers()
+            self.send_error_status()
             return
         prompt = body["messages"][0]["content"]
         Endpoint.prompts.append(prompt)
-        data = json.dumps({"choices": [{"message": {"content": _answer(prompt)}}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: object) -> None:
-        pass
+        self.send_json({"choices": [{"message": {"content": _answer(prompt)}}]})
 
 
 @pytest.fixture
 def endpoint() -> Iterator[str]:
-    server = HTTPServer(("127.0.0.1", 0), Endpoint)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     Endpoint.prompts, Endpoint.fail_at = [], None
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-    server.server_close()
+    with serving(Endpoint) as url:
+        yield url
 
 
 def test_mga_through_an_openai_endpoint_resumes_after_a_failed_request(endpoint: str, tmp_path: Path) -> None:

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
@@ -29,6 +27,7 @@ from litlab.methods.webscale_rl.stages import (
     rule_identify,
 )
 from litlab.methods.webscale_rl.tasks import procedural_demonstrations
+from tests.chat_endpoint import JSONHandler, serving
 
 CORPUS = make_corpus(30, seed=4)
 
@@ -52,40 +51,27 @@ def _answer(prompt: str) -> dict:
     return {"qualified": "Y" if rule_filter(item)["qualified"] else "N"}
 
 
-class Endpoint(BaseHTTPRequestHandler):
+class Endpoint(JSONHandler):
     bodies: list[dict] = []
     fail_next = False
 
     def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = self.json_body()
         Endpoint.bodies.append(body)
         if Endpoint.fail_next:
             Endpoint.fail_next = False
-            self.send_response(500)
-            self.end_headers()
+            self.send_error_status()
             return
         content = "```json\n" + json.dumps({"thought": "..."} | _answer(body["messages"][0]["content"]))[:-1]
         reply = {"choices": [{"message": {"role": "assistant", "content": content + ",\n}\n```"}}]}
-        data = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: object) -> None:
-        pass
+        self.send_json(reply)
 
 
 @pytest.fixture
 def endpoint() -> Iterator[str]:
-    server = HTTPServer(("127.0.0.1", 0), Endpoint)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     Endpoint.bodies, Endpoint.fail_next = [], False
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-    server.server_close()
+    with serving(Endpoint) as url:
+        yield url
 
 
 def _run(backends: dict, folder: Path) -> dict:
