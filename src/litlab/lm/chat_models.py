@@ -28,6 +28,20 @@ class ChatModel(Protocol):
     def complete(self, conversations: Sequence[Conversation]) -> list[str]: ...
 
 
+def post_json(url: str, body: dict[str, Any], api_key: str | None, timeout: float) -> dict[str, Any]:
+    """POST ``body`` as JSON (with a bearer key if given) and return the JSON reply; a failed request is a
+    one-line LitlabError that says a rerun resumes."""
+    headers = {"Content-Type": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    request = urllib.request.Request(url, json.dumps(body).encode(), headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return json.loads(response.read())
+    except (urllib.error.URLError, TimeoutError, ValueError) as error:
+        raise LitlabError(f"{url}: request failed ({error}); rerun to resume where it stopped") from error
+
+
 class OpenAIChat:
     """``POST {base_url}/chat/completions`` per conversation (vLLM, llama.cpp server, TGI, hosted APIs).
 
@@ -50,17 +64,7 @@ class OpenAIChat:
         self.name = f"openai:{model}"
 
     def _post(self, body: dict[str, Any]) -> dict[str, Any]:
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        request = urllib.request.Request(self.url, json.dumps(body).encode(), headers, method="POST")
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                return json.loads(response.read())
-        except (urllib.error.URLError, TimeoutError, ValueError) as error:
-            raise LitlabError(
-                f"{self.url}: request failed ({error}); rerun to resume where it stopped"
-            ) from error
+        return post_json(self.url, body, self.api_key, self.timeout)
 
     def complete(self, conversations: Sequence[Conversation]) -> list[str]:
         """One request per conversation; the reply's message content."""

@@ -6,14 +6,12 @@ the endpoint returns them. Standard library only (urllib); the key is read from 
 
 from __future__ import annotations
 
-import json
 import os
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from typing import Any
 
 from litlab.core.errors import LitlabError
+from litlab.lm.chat_models import post_json
 from litlab.methods.metacog.backends import Query, Reply
 
 
@@ -56,17 +54,7 @@ class OpenAIBackend:
         return body
 
     def _post(self, body: dict[str, Any]) -> dict[str, Any]:
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        request = urllib.request.Request(self.url, json.dumps(body).encode(), headers, method="POST")
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                return json.loads(response.read())
-        except (urllib.error.URLError, TimeoutError, ValueError) as error:
-            raise LitlabError(
-                f"{self.url}: request failed ({error}); rerun to resume where it stopped"
-            ) from error
+        return post_json(self.url, body, self.api_key, self.timeout)
 
     def complete(self, queries: Sequence[Query]) -> list[Reply]:
         """One request per query (a failure raises after the earlier batches were stored)."""
