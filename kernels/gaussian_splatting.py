@@ -216,8 +216,8 @@ def rasterize(
     tile: int = 4,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Tile-based compositing: each Gaussian is listed in the ``tile``×``tile`` pixel tiles its box
-    touches, lists are sorted by (tile, depth), and each tile composites its own list (padded to the
-    longest) over its pixels in one batched pass. The box's half-width ``√(2·ln(255·o)·λ_max)`` bounds
+    touches, lists are sorted by (tile, depth), α over a tile's pixels is one batched product, and each
+    pixel composites only its own hits (α ≥ 1/255), padded to the longest. The box's half-width ``√(2·ln(255·o)·λ_max)`` bounds
     where ``α ≥ 1/255`` (the reference's 3σ box drops a little more), so it equals ``rasterize_dense``."""
     device, dtype = colours.device, colours.dtype
     background = colours.new_zeros(3) if background is None else background
@@ -244,26 +244,51 @@ def rasterize(
     tile_id, by_tile = torch.sort(tile_id, stable=True)  # stable: depth order within a tile
     per_tile = torch.bincount(tile_id, minlength=n_tiles)
     slot = torch.arange(len(tile_id), device=device) - (per_tile.cumsum(0) - per_tile)[tile_id]
-    # one packed row per drawn Gaussian, plus a transparent row that pads the shorter lists
-    packed = torch.cat(
-        [
-            projected.means,
-            projected.conics,
-            opacities[:, None],
-            colours,
-            projected.depths[:, None],
-        ],
-        -1,
-    )[order]
-    packed = torch.cat([packed, packed.new_zeros(1, packed.shape[1])])
+    # per drawn Gaussian, its shape (mean, conic, log o: finite, as drawn ones have o ≥ 1/255) and its
+    # look (colour, depth), each with a transparent last row (log o = -1e4) that pads shorter lists
+    shape_rows = torch.cat([projected.means, projected.conics, opacities.log()[:, None]], -1)[order]
+    shape_rows = torch.cat([shape_rows, shape_rows.new_tensor([[0, 0, 0, 0, 0, -1e4]])])
+    look_rows = torch.cat([colours, projected.depths[:, None]], -1)[order]
+    look_rows = torch.cat([look_rows, look_rows.new_zeros(1, 4)])
     lists = torch.full((n_tiles, max(int(per_tile.max()), 1)), len(order), device=device, dtype=torch.long)
     lists[tile_id, slot] = pair_gaussian[by_tile]
-    rows = packed[lists]  # (T, K, 10)
-    # pixels of each tile (tiles past the image edge hold pixels that are cropped afterwards)
-    local = _pixel_grid(tile, tile, device, dtype).reshape(-1, 2)
+    rows = shape_rows[lists]  # (T, K, 6)
+    # log α at a tile's pixel (x, y) (offsets from its first pixel) is a quadratic in x and y: its six
+    # coefficients per (tile, Gaussian) pair, then one batched product with the pixels' monomials.
+    # Offsets stay small, so float32 loses nothing to cancellation.
     origin = _pixel_grid(tiles_x, tiles_y, device, dtype).reshape(-1, 1, 2) * tile
-    alpha = _gaussian_alpha(origin + local, rows[..., 0:2], rows[..., 2:5], rows[..., 5])
-    rgb, depth, opacity = _composite(alpha, rows[..., 6:9], rows[..., 9], background)
+    dx, dy = (origin - rows[..., 0:2]).unbind(-1)
+    a, b, c, log_opacity = rows[..., 2], rows[..., 3], rows[..., 4], rows[..., 5]
+    bx_cy = b * dx + c * dy
+    coefficients = torch.stack(
+        [
+            -0.5 * a,
+            -b,
+            -0.5 * c,
+            -(a * dx + b * dy),
+            -bx_cy,
+            log_opacity - 0.5 * a * dx * dx - 0.5 * dy * (bx_cy + b * dx),
+        ],
+        -1,
+    )  # (T, K, 6)
+    x, y = _pixel_grid(tile, tile, device, dtype).reshape(-1, 2).unbind(-1)
+    monomials = torch.stack([x * x, x * y, y * y, x, y, torch.ones_like(x)], -1)  # (tile², 6)
+    # the exponent is ≤ log o (the conic is positive definite); clamped as the reference clamps it
+    alpha = (monomials @ coefficients.transpose(-1, -2)).clamp_max(0.0).exp()  # (T, tile², K)
+    # most of a tile's list misses a given pixel (α < 1/255, skipped by the rules): each pixel keeps its
+    # own hits, in depth order, padded to the longest, and only those are composited
+    hits = alpha.detach() >= ALPHA_MIN
+    pixel, entry = hits.reshape(-1, hits.shape[-1]).nonzero(as_tuple=True)
+    per_pixel = hits.sum(-1).reshape(-1)
+    column = torch.arange(len(pixel), device=device) - (per_pixel.cumsum(0) - per_pixel)[pixel]
+    shape = (len(per_pixel), max(int(per_pixel.max()), 1))
+    index = (pixel, column)
+    hit_alpha = alpha.new_zeros(shape).index_put(index, alpha.reshape(-1, alpha.shape[-1])[pixel, entry])
+    gaussian = lists.new_full(shape, len(order)).index_put(index, lists[pixel // tile**2, entry])
+    looks = look_rows[gaussian]  # (tiles · tile², K', 4)
+    rgb, depth, opacity = _composite(hit_alpha[:, None], looks[..., :3], looks[..., 3], background)
+    shape = (n_tiles, tile * tile)
+    rgb, depth, opacity = rgb.reshape(*shape, 3), depth.reshape(shape), opacity.reshape(shape)
     image = torch.cat([rgb, depth[..., None], opacity[..., None]], -1)  # (T, tile², 5)
     image = image.reshape(tiles_y, tiles_x, tile, tile, 5).permute(4, 0, 2, 1, 3)
     image = image.reshape(5, tiles_y * tile, tiles_x * tile)[:, :height, :width]
