@@ -37,6 +37,7 @@ def _bspline_kernel(
     DERIVATIVE: tl.constexpr,
     WIDTH: tl.constexpr,
     BLOCK_ROWS: tl.constexpr,
+    LAST: tl.constexpr,
 ):
     """out[row, c] = B_{c,K}(x[row]) (or its x-derivative) for rows = flattened (sample, feature)."""
     # int64 offsets: batch * n_in * (G + k) passes 2^31 for large batches.
@@ -52,8 +53,7 @@ def _bspline_kernel(
     bases = tl.where((x >= t_c) & (x < t_c1) & (cols + 1 < n_knots), 1.0, 0.0).to(x.dtype)
     neighbour = tl.minimum(cols + 1, WIDTH - 1) + tl.zeros_like(rows)[:, None]
 
-    last = K - 1 if DERIVATIVE else K
-    for d in tl.static_range(1, last + 1):
+    for d in tl.static_range(1, LAST + 1):  # the recursion's last degree: K, or K - 1 for the derivative
         valid = row_ok & (cols + d + 1 < n_knots)
         t_cd = tl.load(knots + cols + d, mask=valid, other=0.0)
         t_cd1 = tl.load(knots + cols + d + 1, mask=valid, other=0.0)
@@ -95,7 +95,7 @@ def _launch(x: Tensor, grid: Tensor, k: int, derivative: bool) -> Tensor:
     block_rows = max(1, _ELEMENTS_PER_PROGRAM // width)
     _bspline_kernel[(triton.cdiv(n_rows, block_rows),)](
         x, grid, out, n_rows, n_in, n_knots, n_basis,
-        K=k, DERIVATIVE=derivative, WIDTH=width, BLOCK_ROWS=block_rows,
+        K=k, DERIVATIVE=derivative, WIDTH=width, BLOCK_ROWS=block_rows, LAST=k - 1 if derivative else k,
     )  # fmt: skip
     return out
 
