@@ -1,0 +1,147 @@
+"""SkyEvents' torch 3D Gaussian rasteriser (``litlab.kernels.gaussian_splatting``) on a GPU: ms per view.
+
+The scene of ``skyevents_renderers.py``'s 20k-Gaussian case (0.3 m Gaussians over the ground a nadir
+camera at 40 m sees, 53° horizontal field of view) drawn at the flight's 48×64 and at the EVK4 event
+camera's 720×1280 (the paper's sensor; same horizontal field of view, so fewer Gaussians fall in the
+shorter frame). Forward and forward + backward, median of CUDA-event timings after warm-up; the tiled
+rasteriser's agreement with the dense reference at 48×64 is checked first. gsplat (the CUDA rasteriser
+the CPU benchmark compares with) is not installed on the GPU machine, so no gsplat timing is taken.
+
+Run:  python benchmarks/skyevents_gpu.py [--device cuda] [--gaussians 20000] [--out PATH]
+Writes benchmarks/results/skyevents_gpu.json (or ``--out``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from skyevents_renderers import synthetic_gaussians
+
+from litlab.core.machine import machine_info
+from litlab.datamodules.uav.geometry import Intrinsics, nadir_rotation
+from litlab.kernels.gaussian_splatting import (
+    Camera,
+    covariance_3d,
+    project,
+    rasterize,
+    rasterize_dense,
+    render,
+    sh_colour,
+)
+
+RESULTS = Path(__file__).resolve().parent / "results"
+SIZES = {"flight_48x64": (48, 64), "evk4_720x1280": (720, 1280)}
+
+
+def device_ms(fn: Callable[[], object], device: torch.device, repeats: int) -> float:
+    """Median ms of ``fn()`` after two warm-up calls: CUDA events on a GPU, wall time elsewhere."""
+
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    for _ in range(2):
+        fn()
+    sync()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        sync()
+        times.append(1e3 * (time.perf_counter() - start))
+    return statistics.median(times)
+
+
+def camera_of(height: int, width: int, device: torch.device) -> Camera:
+    """The benchmark's nadir camera at 40 m with the flight's 53° horizontal field of view."""
+    k = Intrinsics.from_fov(width, height, 53.0)
+    rotation = nadir_rotation(torch.tensor(0.0)).to(device)
+    return Camera(
+        rotation, torch.tensor([0.0, 0.0, 40.0], device=device), k.fx, k.fy, k.cx, k.cy, width, height
+    )
+
+
+def agreement(scene: dict[str, torch.Tensor], camera: Camera) -> dict[str, float]:
+    """Max abs difference of the tiled rasteriser from the dense reference (rgb, opacity), 48×64 only."""
+    with torch.no_grad():
+        projected = project(scene["means"], covariance_3d(scene["quaternions"], scene["log_scales"]), camera)
+        directions = torch.nn.functional.normalize(scene["means"] - camera.centre, dim=-1)
+        colours, opacities = sh_colour(scene["sh"], directions), torch.sigmoid(scene["opacity_logits"])
+        tiled = rasterize(projected, opacities, colours, camera.width, camera.height)
+        dense = rasterize_dense(projected, opacities, colours, camera.width, camera.height)
+    return {
+        "rgb": (tiled[0] - dense[0]).abs().max().item(),
+        "opacity": (tiled[2] - dense[2]).abs().max().item(),
+    }
+
+
+def view_times(scene: dict[str, torch.Tensor], camera: Camera, repeats: int) -> dict[str, float]:
+    """Forward and forward + backward ms of one view, the Gaussians in front of the image and peak memory."""
+    device = scene["means"].device
+
+    def forward() -> torch.Tensor:
+        return render(**scene, camera=camera)[0]
+
+    def backward() -> None:
+        forward().sum().backward()
+        for value in scene.values():
+            value.grad = None
+
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    with torch.no_grad():
+        forward_ms = device_ms(forward, device, repeats)
+        projected = project(scene["means"], covariance_3d(scene["quaternions"], scene["log_scales"]), camera)
+        size = torch.tensor([camera.width, camera.height], device=device)
+        inside = ((projected.means >= 0) & (projected.means < size)).all(-1)
+    row = {
+        "forward_ms": forward_ms,
+        "forward_backward_ms": device_ms(backward, device, repeats),
+        "gaussians_centred_in_image": int((inside & projected.visible).sum()),
+    }
+    if device.type == "cuda":
+        row["peak_memory_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--gaussians", type=int, default=20_000)
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--sizes", nargs="+", choices=list(SIZES), default=list(SIZES))
+    parser.add_argument("--out", type=Path, default=RESULTS / "skyevents_gpu.json")
+    args = parser.parse_args()
+    device = torch.device(args.device)
+    scene = {
+        name: value.to(device).requires_grad_()
+        for name, value in synthetic_gaussians(camera_of(48, 64, torch.device("cpu")), args.gaussians).items()
+    }
+    result: dict = {
+        "benchmark": "skyevents_gpu",
+        "machine": machine_info(),
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else str(device),
+        "torch": torch.__version__,
+        "gaussians": args.gaussians,
+        "timing": "median of CUDA-synchronised wall time per call after 2 warm-ups",
+        "gsplat": "not run: gsplat is not installed on the GPU machine (no network to install it)",
+        "tiled_vs_dense_max_error_48x64": agreement(scene, camera_of(48, 64, device)),
+        "views": {},
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    for name in args.sizes:
+        result["views"][name] = view_times(scene, camera_of(*SIZES[name], device), args.repeats)
+        print(name, result["views"][name], flush=True)
+        args.out.write_text(json.dumps(result | {"load_average": os.getloadavg()}, indent=2) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
