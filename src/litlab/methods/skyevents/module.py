@@ -119,17 +119,15 @@ class EventReconstructor(L.LightningModule):
         return self.optimizer_factory(params=self.objective.scene.parameter_groups())
 
     def figures(self, stage: str) -> dict[str, Figure]:
-        """A grid of held-out views: captured frame, our render, sharp ground truth."""
-        if stage != "test" or self.sequence is None or self.sequence.sharp_views is None:
+        """A grid of held-out views: captured frame, our sharp render, sharp ground truth (if known)."""
+        if stage != "test" or self.sequence is None:
             return {}
         index = self.trainer.datamodule.test_idx[:4]
         with torch.no_grad():
             pred = self.objective.render_rgb(self.sequence, self.sequence.frame_times[index]).clamp(0, 1)
-        rows = [
-            ("captured", self.sequence.frames[index]),
-            ("render", pred),
-            ("ground truth", self.sequence.sharp_views[index]),
-        ]
+        rows = [("captured", self.sequence.frames[index]), ("render", pred)]
+        if self.sequence.sharp_views is not None:
+            rows.append(("ground truth", self.sequence.sharp_views[index]))
         fig, axes = plt.subplots(
             len(rows), len(index), figsize=(2.2 * len(index), 1.8 * len(rows)), squeeze=False
         )

@@ -153,15 +153,20 @@ class EventReconstruction(nn.Module):
 
     @torch.no_grad()
     def evaluate(self, sequence: UAVSequence, index: torch.Tensor) -> dict[str, torch.Tensor]:
-        """PSNR and SSIM of sharp renders at frames ``index`` against the well-lit sharp ground truth.
+        """PSNR and SSIM at frames ``index``: sharp renders against the well-lit sharp ground truth, or, for
+        a real recording (no ground truth), the capture model's render (the exposure mean, as in the RGB
+        loss) against the captured frame.
 
         As papers report them: each the mean over views of the per-view value (PSNR from each view's own
         MSE, not the pooled one); SSIM is torchmetrics' (Gaussian window 11, σ 1.5, data range 1).
         """
+        times = sequence.frame_times[index]
         if sequence.sharp_views is None:
-            raise ValueError("evaluation needs sharp ground-truth views (synthetic sequences have them)")
-        pred = self.render_rgb(sequence, sequence.frame_times[index]).clamp(0, 1)
-        target = sequence.sharp_views[index]
+            u = torch.linspace(-0.5, 0.5, self.exposure_samples, device=times.device) * sequence.exposure
+            pred, target = self.render_rgb(sequence, times[:, None] + u).mean(1), sequence.frames[index]
+        else:
+            pred, target = self.render_rgb(sequence, times), sequence.sharp_views[index]
+        pred = pred.clamp(0, 1)
         return {
             "psnr": peak_signal_noise_ratio(pred, target, data_range=1.0, dim=(1, 2, 3)),
             "ssim": structural_similarity_index_measure(pred, target, data_range=1.0),
