@@ -50,5 +50,5 @@ def policy_gradient(
     """``(..., n)`` ĝ. ``masks (..., G, n)`` drawn from ``probs (..., n)`` = σ(θ); ``rewards (..., G)``."""
     adv = advantages(rewards, baseline, normalize)
     groups = masks.shape[-2]
-    weighted = (adv.unsqueeze(-2) @ masks).squeeze(-2)  # Σ_g A_g·m_g as one batched matmul
+    weighted = (masks.mT @ adv.unsqueeze(-1)).squeeze(-1)  # Σ_g A_g·m_g; fastest on (..., n, G) storage
     return (weighted - adv.sum(-1, keepdim=True) * probs) / groups

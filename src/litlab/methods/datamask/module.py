@@ -116,6 +116,8 @@ class MaskSelector(L.LightningModule):
         if self.context:
             if self._rest is None or self._steps % self.context_every == 0:
                 self._rest = pool.context(probs)
+            else:
+                self._rest = pool.refresh_counts(self._rest, probs)
             rest = self._rest
         self._steps += 1
         n_valid = float(len(self.quality)) if self.context else pool.n_valid[:, None]
