@@ -2,7 +2,8 @@
 
 Every fact is about an invented entity (a made-up name, 5–8 attributes drawn from fixed pools), so it can
 be known only from the documents. Five domain families (the paper's domain list) each have their own entity
-kind and attributes; each document states its facts in one of three styles (encyclopedia, news, forum).
+kind and attributes; each document states its facts in one of three styles (encyclopedia, news, forum),
+or, with knowledge augmentation, each entity has several pages in five styles with the facts shuffled.
 The corpus mixes in what a web crawl holds and a pipeline must drop: boilerplate pages, fact-free chatter,
 too-short stubs, and reposts (the same page with another footer: near-duplicate QA downstream).
 
@@ -14,19 +15,24 @@ from __future__ import annotations
 
 import random
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-VERSION = "1"
-STYLES = ("encyclopedia", "news", "forum")
+VERSION = "2"
+STYLES = ("encyclopedia", "news", "forum")  # a single page per entity draws from these (version 1's crawl)
+ALL_STYLES = (*STYLES, "catalog", "blog")  # knowledge augmentation: several pages draw from all five
 _SENTENCE = {
     "encyclopedia": "The {noun} of {name} is {value}.",
     "news": "Officials confirmed on Monday that the {noun} of {name} is {value}.",
     "forum": "fun fact for the thread: the {noun} of {name} is {value}!",
+    "catalog": "Registry entry for {name}: {noun} is {value}.",
+    "blog": "I looked it up, and for {name} the {noun} is {value}.",
 }
 _INTRO = {
     "encyclopedia": "{name} is a {kind}.",
     "news": "A report this week covered {name}, a {kind}.",
     "forum": "ok so {name} is a {kind}, hear me out.",
+    "catalog": "Catalog record: {name}, {kind}.",
+    "blog": "Today I am writing about {name}, which is a {kind}.",
 }
 _SYLLABLES = ("ka", "lo", "mi", "ren", "to", "va", "sel", "dor", "bri", "nu", "pe", "zan", "quo", "fi", "gar")
 
@@ -209,23 +215,43 @@ def entity_document(entity: FactEntity, style: str, rng: random.Random, boilerpl
     return "\n".join(lines)
 
 
+def _entity_pages(entity: FactEntity, rng: random.Random, pages: int, permute: bool) -> list[str]:
+    """``pages`` pages about ``entity``, each in another of the five styles, the fact sentences shuffled
+    per page if ``permute`` (Allen-Zhu & Li's "multi5 + permute" knowledge augmentation)."""
+    texts = []
+    for style in rng.sample(ALL_STYLES, pages):
+        facts = rng.sample(entity.facts, len(entity.facts)) if permute else entity.facts
+        texts.append(entity_document(replace(entity, facts=tuple(facts)), style, rng, rng.randint(0, 2)))
+    return texts
+
+
 def make_corpus(
     n_entities: int = 200,
     seed: int = 0,
     repost_rate: float = 0.15,
     noise_rate: float = 0.25,
+    pages_per_entity: int = 1,
+    permute: bool = False,
 ) -> dict[str, list[dict]]:
     """The crawl and its benchmark: ``{"documents": [{id, text, source}], "eval": [{id, question, answer,
     entity, noun}], "entities": [...]}``.
 
-    One page per entity (random style); ``repost_rate`` of them re-posted with a different footer;
-    ``noise_rate`` × n_entities junk pages (boilerplate only, chatter, stubs). The pages are shuffled.
-    Each entity's last fact is held out as its closed-book evaluation question.
+    One page per entity (random style; or ``pages_per_entity`` pages, each in another of five styles, fact
+    order shuffled per page if ``permute``: every fact in several phrasings and sentence orders);
+    ``repost_rate`` of the entities' first pages re-posted with a different footer; ``noise_rate`` ×
+    n_entities junk pages (boilerplate only, chatter, stubs). The pages are shuffled. Each entity's last
+    fact is held out as its closed-book evaluation question.
     """
     rng = random.Random(seed + 7919)
     entities = make_entities(n_entities, seed)
     pages: list[tuple[str, str]] = []
     for entity in entities:
+        if pages_per_entity > 1 or permute:
+            texts = _entity_pages(entity, rng, pages_per_entity, permute)
+            pages += [("entity", text) for text in texts]
+            if rng.random() < repost_rate:
+                pages.append(("repost", texts[0] + "\nReposted by a reader."))
+            continue
         style = rng.choice(STYLES)
         pages.append(("entity", entity_document(entity, style, rng, rng.randint(0, 2))))
         if rng.random() < repost_rate:

@@ -47,3 +47,24 @@ def test_each_evaluation_answer_is_stated_only_in_its_entity_pages() -> None:
         }
         assert holders and holders <= {"entity", "repost"}
         assert item["answer"] not in item["question"]
+
+
+def test_augmented_crawl_states_each_fact_in_several_phrasings_and_orders() -> None:
+    corpus = make_corpus(40, seed=5, pages_per_entity=5, permute=True)
+    by_name = {e["name"]: e for e in corpus["entities"]}
+    pages: dict[str, list[str]] = {}
+    for doc in corpus["documents"]:
+        if doc["source"] == "entity":
+            pages.setdefault(read_intro(doc["text"])[0], []).append(doc["text"])
+    assert set(pages) == set(by_name) and all(len(texts) == 5 for texts in pages.values())
+    for name, texts in pages.items():
+        facts = [[(n, v) for _, n, v in read_facts(t)] for t in texts]
+        assert all(sorted(f) == sorted(map(tuple, by_name[name]["facts"])) for f in facts)
+        assert len({t.splitlines()[1].split(name)[0] for t in texts}) == 5  # five introductions' phrasings
+    orders = [
+        [(n, v) for _, n, v in read_facts(t)] != list(map(tuple, by_name[name]["facts"]))
+        for name, texts in pages.items()
+        for t in texts
+    ]
+    assert sum(orders) > len(orders) // 2  # the sentence order is shuffled per page
+    assert make_corpus(30, seed=2, pages_per_entity=1) == make_corpus(30, seed=2)  # version 1's crawl

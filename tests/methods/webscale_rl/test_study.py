@@ -7,16 +7,31 @@ from pathlib import Path
 
 import torch
 
-from litlab.methods.webscale_rl.study import ARMS, majority_accuracy, rl_study
+from litlab.datamodules.webscale_rl import make_corpus
+from litlab.methods.webscale_rl.study import ARMS, majority_accuracy, probes, rl_study, tokens_to_reach
 from litlab.task import TaskContext
 
 TINY = {
-    "n_entities": 10, "noise": 0.2, "vocab_size": 300,
+    "n_entities": 10,
+    "pages_per_entity": 2,
+    "permute": True,
+    "background_entities": 4,
+    "shots": 2,
+    "noise": 0.2,
+    "vocab_size": 300,
     "arch": {"hidden_size": 32, "num_layers": 1, "num_heads": 2},
-    "block_size": 32, "qa_length": 48, "batch_size": 4, "lr": 3e-3, "pretrain_steps": 4, "steps": 6,
-    "sft_warmup_steps": 2, "eval_every": 2, "grpo_batch_size": 2,
+    "block_size": 32,
+    "doc_batch_size": 4,
+    "qa_length": 48,
+    "batch_size": 4,
+    "lr": 3e-3,
+    "pretrain_steps": 4,
+    "steps": 6,
+    "sft_warmup_steps": 2,
+    "eval_every": 2,
+    "grpo_batch_size": 2,
     "grpo": {"group_size": 2, "max_new_tokens": 4, "temperature": 1.0, "lr": 1e-3},
-}  # fmt: skip
+}
 
 
 def test_every_arm_is_tracked_from_the_pretrained_model(tmp_path: Path) -> None:
@@ -48,3 +63,35 @@ def test_the_majority_baseline_answers_each_attribute_with_its_most_frequent_val
         {"noun": "dish", "answer": "x"},
     ]
     assert majority_accuracy(qa, held_out) == 1 / 3
+
+
+def test_every_held_out_question_gets_shots_about_other_training_entities() -> None:
+    corpus = make_corpus(12, seed=1)
+    qa = [
+        {"question": f"{e['name']} is a x. What is the y of {e['name']}?", "answer": "z"}
+        for e in corpus["entities"]
+    ]
+    probe = probes(corpus["eval"], qa, 3, seed=0)
+    prompts, answers = probe["qa"]
+    assert answers == [i["answer"] for i in corpus["eval"]] and probe == probes(corpus["eval"], qa, 3, seed=0)
+    for item, prompt in zip(corpus["eval"], prompts, strict=True):
+        *shots, asked = prompt.split("Question: ")[1:]
+        assert len(shots) == 3 and asked == f"{item['question']}\nAnswer:"
+        assert all(item["entity"] not in shot for shot in shots)
+
+
+def test_tokens_to_reach_is_the_first_trained_point_at_the_target() -> None:
+    curve = [
+        {"tokens": 0, "qa": 0.5},
+        {"tokens": 10, "qa": 0.1},
+        {"tokens": 20, "qa": 0.3},
+        {"tokens": 30, "qa": 0.4},
+    ]
+    assert tokens_to_reach(curve, 0.3) == 20 and tokens_to_reach(curve, 0.0) == 10
+    assert tokens_to_reach(curve, 0.45) is None
+
+
+def test_seeds_in_forked_processes_give_the_sequential_result(tmp_path: Path) -> None:
+    one = rl_study(TaskContext.local(tmp_path / "a"), seeds=[3, 4], **TINY)["tables"]
+    two = rl_study(TaskContext.local(tmp_path / "b"), seeds=[3, 4], processes=2, **TINY)["tables"]
+    assert one == two

@@ -11,13 +11,13 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from litlab.datamodules.webscale_rl import DOMAIN_BY_KIND, STYLES, fact_pattern, intro_pattern, question
+from litlab.datamodules.webscale_rl import ALL_STYLES, DOMAIN_BY_KIND, fact_pattern, intro_pattern, question
 from litlab.methods.webscale_rl import prompts
 from litlab.methods.webscale_rl.text import contains_phrase, unit_hash, words
 
 STAGES = ("filter", "identify", "generate", "check")
-_FACTS = [fact_pattern(style) for style in STYLES]
-_INTROS = [intro_pattern(style) for style in STYLES]
+_FACTS = [fact_pattern(style) for style in ALL_STYLES]
+_INTROS = [intro_pattern(style) for style in ALL_STYLES]
 _BOILERPLATE = re.compile(r"cookie|subscribe|log in|rights reserved|privacy policy|share this", re.IGNORECASE)
 _NO_CONTEXT = re.compile(r"according to the (material|text|passage|article|document)", re.IGNORECASE)
 

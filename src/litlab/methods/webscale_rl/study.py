@@ -4,11 +4,21 @@ warm-up then GRPO with the exact-match reward, and (d) = (c) on QA made with the
 accuracy on the held-out questions (facts stated only in the documents, decontaminated out of the QA) is
 tracked against the training tokens each arm consumed; a cloze probe (``The <noun> of <name> is``) tells
 knowledge in the weights apart from the question format.
+
+Every arm is asked the same few-shot prompt (``shots`` training QA pairs about other entities, then the
+held-out question), so the continual-pretraining arm is not penalised for never having seen the format;
+the crawl states each fact in several phrasings and sentence orders (``pages_per_entity``, ``permute``),
+without which a tiny model stores facts it cannot extract (Allen-Zhu & Li, Physics of LMs 3.1), and the base
+model's pretraining also holds pages and FAQ pages about other entities (``background_entities``), where it
+meets the QA format.
 """
 
 from __future__ import annotations
 
 import copy
+import json
+import multiprocessing
+import random
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -21,11 +31,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
+from litlab.core.errors import ConfigError  # noqa: E402
 from litlab.core.progress import track  # noqa: E402
 from litlab.core.results import TaskOutput  # noqa: E402
 from litlab.datamodules.text import encode_prompt_completion  # noqa: E402
 from litlab.datamodules.tokenizers import train_bpe, wrap_tokenizer  # noqa: E402
-from litlab.datamodules.webscale_rl import make_corpus  # noqa: E402
+from litlab.datamodules.webscale_rl import make_corpus, question  # noqa: E402
 from litlab.lm import (  # noqa: E402
     GRPOModule,
     all_tie_fraction,
@@ -36,7 +47,7 @@ from litlab.lm import (  # noqa: E402
 )
 from litlab.methods.webscale_rl.pipeline import run_pipeline  # noqa: E402
 from litlab.methods.webscale_rl.rl import exact_match_reward, prompt_records, qa_prompt  # noqa: E402
-from litlab.methods.webscale_rl.stages import STAGES, RuleBackend  # noqa: E402
+from litlab.methods.webscale_rl.stages import STAGES, RuleBackend, read_intro  # noqa: E402
 from litlab.methods.webscale_rl.tasks import procedural_demonstrations  # noqa: E402
 from litlab.task import TaskContext  # noqa: E402
 
@@ -58,26 +69,40 @@ def majority_accuracy(qa: Sequence[Mapping[str, str]], held_out: Sequence[Mappin
     return sum(hits) / max(len(hits), 1)
 
 
-def accuracy(model: Any, tokenizer: Any, items: Sequence[Mapping[str, str]]) -> dict[str, float]:
-    """Greedy closed-book exact match on the question (``qa``) and on its cloze form (``cloze``)."""
-    qa = exact_match(
-        model, tokenizer, [qa_prompt(i["question"]) for i in items], [i["answer"] for i in items], 8
-    )
-    prompts = [f"The {i['noun']} of {i['entity']} is" for i in items]
-    cloze = exact_match(model, tokenizer, prompts, [i["answer"] for i in items], 8)
-    return {"qa": qa["accuracy"], "cloze": cloze["accuracy"]}
+Probes = dict[str, tuple[list[str], list[str]]]
+
+
+def probes(
+    held_out: Sequence[Mapping[str, str]], qa: Sequence[Mapping[str, str]], shots: int, seed: int
+) -> Probes:
+    """The held-out prompts and answers: ``qa``, the question behind ``shots`` QA pairs (seeded) about other
+    entities from the training QA, the same for every arm; ``cloze``, ``The <noun> of <name> is``."""
+    rng = random.Random(seed)
+    prompts = []
+    for item in held_out:
+        others = [p for p in qa if item["entity"] not in p["question"]]
+        context = "".join(f"{qa_prompt(p['question'])} {p['answer']}\n" for p in rng.sample(others, shots))
+        prompts.append(context + qa_prompt(item["question"]))
+    answers = [i["answer"] for i in held_out]
+    cloze = [f"The {i['noun']} of {i['entity']} is" for i in held_out]
+    return {"qa": (prompts, answers), "cloze": (cloze, answers)}
+
+
+def accuracy(model: Any, tokenizer: Any, probe: Probes) -> dict[str, float]:
+    """Greedy closed-book exact match of each probe."""
+    return {k: exact_match(model, tokenizer, p, a, 8)["accuracy"] for k, (p, a) in probe.items()}
 
 
 class Tracking:
     """Mix-in: counts training tokens and, at each validation, records held-out accuracy against them."""
 
-    def setup_tracking(self, tokenizer: Any, held_out: Sequence[Mapping[str, str]], tokens: int = 0) -> None:
-        self.track_tokenizer, self.held_out, self.tokens, self.curve = tokenizer, list(held_out), tokens, []
+    def setup_tracking(self, tokenizer: Any, probe: Probes, tokens: int = 0) -> None:
+        self.track_tokenizer, self.probe, self.tokens, self.curve = tokenizer, probe, tokens, []
 
     def record(self) -> None:
         was = self.lm.training
         self.lm.eval()
-        self.curve.append({"tokens": self.tokens, **accuracy(self.lm, self.track_tokenizer, self.held_out)})
+        self.curve.append({"tokens": self.tokens, **accuracy(self.lm, self.track_tokenizer, self.probe)})
         self.lm.train(was)
 
     def validation_step(self, batch: Any, batch_idx: int) -> None:
@@ -159,20 +184,47 @@ def _qa(corpus: dict, folder: Path, checker: bool, noise: float) -> list[dict]:
     )["qa"]
 
 
-def one_seed(ctx: TaskContext, seed: int, cfg: Mapping[str, Any]) -> dict[str, list[dict]]:
-    """Every arm's accuracy curve for one seed (corpus, tokenizer, base model and arms all seeded)."""
+def background_texts(n: int, seed: int, cfg: Mapping[str, Any], taken: set[str]) -> list[str]:
+    """The base model's earlier pretraining: pages about ``n`` other invented entities (none in the crawl)
+    and, for each, a FAQ page asking every fact in the QA format, so the base model has met question
+    answering about document facts, as the paper's pretrained base model has."""
+    crawl = make_corpus(
+        n,
+        seed=seed + 50_000,
+        repost_rate=0.0,
+        noise_rate=0.0,
+        pages_per_entity=cfg["pages_per_entity"],
+        permute=cfg["permute"],
+    )
+    kept = [e for e in crawl["entities"] if e["name"] not in taken]
+    texts = [d["text"] for d in crawl["documents"] if read_intro(d["text"])[0] not in taken]
+    for e in kept:
+        pairs = [f"{qa_prompt(question(e['name'], e['kind'], noun))} {v}" for noun, v in e["facts"]]
+        texts.append("\n".join(pairs))
+    return texts
+
+
+def pretrained(ctx: TaskContext, seed: int, cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """One seed's crawl, its checked and unchecked QA, tokenizer, probes, and the model pretrained on the
+    documents (with its accuracy curve); ``fit`` trains a tracked module with the study's settings."""
     folder = ctx.output_dir / f"seed{seed}"
-    corpus = make_corpus(cfg["n_entities"], seed=seed)
+    corpus = make_corpus(
+        cfg["n_entities"], seed=seed, pages_per_entity=cfg["pages_per_entity"], permute=cfg["permute"]
+    )
     qa = _qa(corpus, folder / "qa_checked", True, cfg["noise"])
     noisy = _qa(corpus, folder / "qa_unchecked", False, cfg["noise"])
     texts = [d["text"] for d in corpus["documents"]]
+    if cfg["background_entities"]:
+        names = {e["name"] for e in corpus["entities"]}
+        texts = texts + background_texts(cfg["background_entities"], seed, cfg, names)
     tokenizer = wrap_tokenizer(
         train_bpe(texts + [f"{qa_prompt(p['question'])} {p['answer']}" for p in qa], cfg["vocab_size"])
     )
     torch.manual_seed(seed)
     base = build_lm(llama_config(len(tokenizer), **cfg["arch"]))
-    docs = _blocks(tokenizer, texts, cfg["block_size"])
-    held_out = corpus["eval"]
+    pretraining = _loader(_blocks(tokenizer, texts, cfg["block_size"]), cfg["doc_batch_size"], seed)
+    docs = _blocks(tokenizer, [d["text"] for d in corpus["documents"]], cfg["block_size"])
+    probe = probes(corpus["eval"], qa, cfg["shots"], seed)
     val = [0]  # one validation batch: the held-out set is evaluated inside validation_step
 
     def fit(module: Any, rows: Any, steps: int) -> None:
@@ -181,46 +233,97 @@ def one_seed(ctx: TaskContext, seed: int, cfg: Mapping[str, Any]) -> dict[str, l
             module.record()  # the end of the fit, when it fell between two validations
 
     pre = CausalLM(base, cfg["lr"])
-    pre.setup_tracking(tokenizer, held_out)
-    fit(pre, _loader(docs, cfg["batch_size"], seed), cfg["pretrain_steps"])
-    curves: dict[str, list[dict]] = {"pretrain": pre.curve}
-    curves["majority_answer"] = [{"tokens": 0, "qa": majority_accuracy(qa, held_out), "cloze": 0.0}]
+    pre.setup_tracking(tokenizer, probe)
+    fit(pre, pretraining, cfg["pretrain_steps"])
+    return {
+        "corpus": corpus,
+        "qa": qa,
+        "noisy": noisy,
+        "tokenizer": tokenizer,
+        "base": base,
+        "docs": docs,
+        "probe": probe,
+        "fit": fit,
+        "curve": pre.curve,
+    }
+
+
+def one_seed(ctx: TaskContext, seed: int, cfg: Mapping[str, Any]) -> dict[str, list[dict]]:
+    """Every arm's accuracy curve for one seed (corpus, tokenizer, base model and arms all seeded)."""
+    run = pretrained(ctx, seed, cfg)
+    qa, noisy, tokenizer, base, docs, probe, fit = (
+        run[k] for k in ("qa", "noisy", "tokenizer", "base", "docs", "probe", "fit")
+    )
+    curves: dict[str, list[dict]] = {"pretrain": run["curve"]}
+    curves["majority_answer"] = [
+        {"tokens": 0, "qa": majority_accuracy(qa, run["corpus"]["eval"]), "cloze": 0.0}
+    ]
     budget, warmup = cfg["steps"], cfg["sft_warmup_steps"]
-    start = [{"tokens": 0, **accuracy(base, tokenizer, held_out)}]
-    for arm in ARMS:
+    finetune_lr = cfg.get("finetune_lr") or cfg["lr"]  # CPT and SFT after pretraining (GRPO has its own)
+    start = [{"tokens": 0, **accuracy(base, tokenizer, probe)}]
+    for arm in cfg["arms"]:
         lm = copy.deepcopy(base)
         if arm in ("cpt", "sft"):
-            module = CausalLM(lm, cfg["lr"])
-            module.setup_tracking(tokenizer, held_out)
+            module = CausalLM(lm, finetune_lr)
+            module.setup_tracking(tokenizer, probe)
             rows = docs if arm == "cpt" else _qa_rows(tokenizer, qa, cfg["qa_length"])
-            fit(module, _loader(rows, cfg["batch_size"], seed + 1), budget)
+            size = cfg["doc_batch_size"] if arm == "cpt" else cfg["batch_size"]
+            fit(module, _loader(rows, size, seed + 1), budget)
             curves[arm] = start + module.curve
             continue
         data = qa if arm == "sft_grpo" else noisy
-        sft = CausalLM(lm, cfg["lr"])
-        sft.setup_tracking(tokenizer, held_out)
+        sft = CausalLM(lm, finetune_lr)
+        sft.setup_tracking(tokenizer, probe)
         fit(sft, _loader(_qa_rows(tokenizer, data, cfg["qa_length"]), cfg["batch_size"], seed + 1), warmup)
         grpo = TrackedGRPO(
             exact_match_reward, model=lm, tokenizer=tokenizer, stop_strings=("\n",), seed=seed, **cfg["grpo"]
         )
-        grpo.setup_tracking(tokenizer, held_out, tokens=sft.tokens)
+        grpo.setup_tracking(tokenizer, probe, tokens=sft.tokens)
         grpo.ties, grpo.rewards = [], []
         fit(grpo, prompt_loader(prompt_records(data), cfg["grpo_batch_size"], seed), budget - warmup)
         curves[arm] = start + sft.curve + grpo.curve
+    (ctx.output_dir / f"seed{seed}" / "curves.json").write_text(json.dumps(curves))
     return curves
 
 
-def rl_study(ctx: TaskContext, *, seeds: list[int], **cfg: Any) -> TaskOutput:
+def tokens_to_reach(curve: Sequence[Mapping[str, float]], target: float) -> int | None:
+    """Training tokens at an arm's first evaluation after it began training where its held-out QA accuracy
+    is at least ``target`` (at least one question right when ``target`` is 0); None if never."""
+    return next((p["tokens"] for p in curve if p["tokens"] > 0 and p["qa"] >= max(target, 1e-9)), None)
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    kept = [v for v in values if v is not None]
+    return sum(kept) / len(kept) if kept else None
+
+
+def _sd(values: Sequence[float]) -> float:
+    mean = sum(values) / len(values)
+    return (sum((v - mean) ** 2 for v in values) / max(len(values) - 1, 1)) ** 0.5
+
+
+def rl_study(
+    ctx: TaskContext, *, seeds: list[int], arms: Sequence[str] = ARMS, processes: int = 1, **cfg: Any
+) -> TaskOutput:
     """Every arm on every seed; the table compares each arm's final held-out accuracy and the tokens it
     took, and the tokens the RL arm needed to reach the continual-pretraining arm's final accuracy."""
     torch.set_num_threads(1)
-    results = {seed: one_seed(ctx, seed, cfg) for seed in track(seeds, "webscale_rl study seeds")}
+    arms = tuple(arms)
+    if "cpt" not in arms or not set(arms) <= set(ARMS):
+        raise ConfigError(f"arms must include cpt and be among {ARMS}, got {arms}")
+    cfg["arms"] = arms
+    if processes > 1:  # seeds are independent: one forked process each, one thread apiece
+        with multiprocessing.get_context("fork").Pool(min(processes, len(seeds))) as pool:
+            results = dict(zip(seeds, pool.starmap(one_seed, [(ctx, s, cfg) for s in seeds]), strict=True))
+    else:
+        results = {seed: one_seed(ctx, seed, cfg) for seed in track(seeds, "webscale_rl study seeds")}
     rows, curve_rows = [], []
     for seed, curves in results.items():
-        target = max(curves["cpt"][-1]["qa"], 1e-9)
-        reach = next((p["tokens"] for p in curves["sft_grpo"] if p["qa"] >= target), None)
+        cpt = curves["cpt"][-1]
         for arm, curve in curves.items():
             last = curve[-1]
+            compared = arm in ARMS and arm != "cpt"
+            reach = tokens_to_reach(curve, cpt["qa"]) if compared else None
             rows.append(
                 {
                     "seed": seed,
@@ -230,30 +333,33 @@ def rl_study(ctx: TaskContext, *, seeds: list[int], **cfg: Any) -> TaskOutput:
                     "cloze_acc": last["cloze"],
                     "all_tie": last.get("all_tie"),
                     "reward": last.get("reward"),
-                    "rl_tokens_to_cpt_acc": reach if arm == "sft_grpo" else None,
+                    "tokens_to_cpt_acc": reach,
+                    "tokens_ratio": None if not compared else cpt["tokens"] / reach if reach else 0.0,
                 }
             )
             curve_rows += [{"seed": seed, "arm": arm, **p} for p in curve]
     summary = []
-    for arm in (*ARMS, "majority_answer"):
+    for arm in (*arms, "majority_answer"):
         mine = [r for r in rows if r["arm"] == arm]
-        summary.append(
-            {
-                "arm": arm,
-                "tokens": sum(r["tokens"] for r in mine) / len(mine),
-                "qa_acc": sum(r["qa_acc"] for r in mine) / len(mine),
-                "cloze_acc": sum(r["cloze_acc"] for r in mine) / len(mine),
-            }
-        )
+        entry = {
+            k: _mean([r[k] for r in mine]) for k in ("tokens", "qa_acc", "cloze_acc", "all_tie", "reward")
+        }
+        ratios = [r["tokens_ratio"] for r in mine if r["tokens_ratio"] is not None]
+        entry |= {
+            "qa_acc_sd": _sd([r["qa_acc"] for r in mine]),
+            "tokens_ratio_min": min(ratios, default=None),
+        }
+        summary.append({"arm": arm, **entry})
     figure, axes = plt.subplots(1, 2, figsize=(10, 3.5), sharex=True)
-    for arm, colour in zip(ARMS, ("tab:grey", "tab:blue", "tab:red", "tab:orange"), strict=True):
+    colours = dict(zip(ARMS, ("tab:grey", "tab:blue", "tab:red", "tab:orange"), strict=True))
+    for arm in arms:
         for seed in results:
             points = [p for p in curve_rows if p["arm"] == arm and p["seed"] == seed]
             for axis, key in zip(axes, ("qa", "cloze"), strict=True):
                 axis.plot(
                     [p["tokens"] for p in points],
                     [p[key] for p in points],
-                    color=colour,
+                    color=colours[arm],
                     alpha=0.7,
                     label=arm if seed == seeds[0] else None,
                 )
@@ -266,6 +372,9 @@ def rl_study(ctx: TaskContext, *, seeds: list[int], **cfg: Any) -> TaskOutput:
     axes[0].legend()
     figure.tight_layout()
     metrics = {f"{r['arm']}/{k}": r[k] for r in summary for k in ("qa_acc", "cloze_acc", "tokens")}
+    for r in summary:
+        if r["arm"] in ARMS[1:]:
+            metrics[f"{r['arm']}/tokens_ratio_min"] = r["tokens_ratio_min"]
     return {
         "metrics": metrics,
         "tables": {"summary": summary, "per_seed": rows, "curves": curve_rows},
