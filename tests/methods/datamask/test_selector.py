@@ -4,10 +4,11 @@ import pytest
 import torch
 
 from litlab.core.errors import ConfigError
+from litlab.methods.datamask import selector
 from litlab.methods.datamask.baselines import random_select
 from litlab.methods.datamask.module import MaskSelector
 from litlab.methods.datamask.objective import subset_objective
-from litlab.methods.datamask.selector import budget, datamask_select, make_shards
+from litlab.methods.datamask.selector import ShardedPool, budget, datamask_select, make_shards
 
 
 def _planted(n: int = 1000, d: int = 8, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -23,6 +24,26 @@ def test_shards_partition_the_pool_with_padding():
     assert shards.shape == (11, 10)
     assert sorted(shards[shards < 103].tolist()) == list(range(103))
     assert (shards == 103).sum() == 7
+
+
+def test_context_matches_the_other_shards_summed_in_float64(monkeypatch):
+    """Each shard's context (size, quality sum, ‖C‖², eᵢᵀCeᵢ with C the other shards' Σ pⱼeⱼeⱼᵀ) equals a
+    direct float64 sum, with blocks of 7 rows that straddle shards and a short last block."""
+    monkeypatch.setattr(selector, "CONTEXT_BLOCK", 7)
+    quality, emb = _planted(103)
+    pool = ShardedPool.build(quality, emb, 8, torch.Generator().manual_seed(0))
+    probs = torch.rand(pool.quality.shape, generator=torch.Generator().manual_seed(1))
+    context = pool.context(probs)
+    p, e = (probs * pool.valid).double(), pool.embeddings.double()
+    own = torch.einsum("sn,snd,sne->sde", p, e, e)  # each shard's Σ pⱼeⱼeⱼᵀ
+    rest = own.sum(0) - own
+    float32 = {"rtol": 1e-5, "atol": 1e-4}  # the selector's precision
+    torch.testing.assert_close(context.size.double(), p.sum() - p.sum(1), **float32)
+    weighted = p * pool.quality.double()
+    torch.testing.assert_close(context.quality_sum.double(), weighted.sum() - weighted.sum(1), **float32)
+    torch.testing.assert_close(context.frobenius_sq.double(), rest.square().sum((1, 2)), **float32)
+    cross = torch.einsum("snd,sde,sne->sn", e, rest, e)
+    torch.testing.assert_close(context.cross.double(), cross, **float32)
 
 
 @pytest.mark.parametrize(("n", "ratio"), [(1000, 0.1), (997, 0.25), (50, 0.5)])

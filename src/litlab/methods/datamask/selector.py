@@ -20,6 +20,10 @@ from litlab.core.errors import ConfigError
 from litlab.methods.datamask.estimator import policy_gradient
 from litlab.methods.datamask.objective import Context, joint_weights, mask_objective, second_moment_kernel
 
+# Rows per block of the context's two O(N·d²) products (1 MB at d = 64). Whole-pool temporaries (N, d)
+# are fresh allocations that page-fault and fall out of cache on every refresh; blocks stay in cache.
+CONTEXT_BLOCK = 4096
+
 
 @dataclass
 class Selection:
@@ -82,9 +86,16 @@ class ShardedPool:
         Costs O(N·d²) per call, once per step rather than per mask."""
         p = probs * self.valid
         flat_e, flat_p = self.embeddings.flatten(0, 1), p.flatten()
-        # Σ pⱼeⱼeⱼᵀ over the pool, (d, d): Eᵀ·(pE) is the same product as (pE)ᵀ·E, 1.8× faster
-        moment = flat_e.T @ (flat_e * flat_p[:, None])
-        diag = (flat_e @ moment).mul_(flat_e).sum(1).view_as(p)  # eᵢᵀ(Σ pⱼeⱼeⱼᵀ)eᵢ
+        rows, weights = flat_e.split(CONTEXT_BLOCK), flat_p.split(CONTEXT_BLOCK)
+        # Σ pⱼeⱼeⱼᵀ over the pool, (d, d), accumulated block by block: Eᵀ·(pE) is the same product as
+        # (pE)ᵀ·E, 1.8× faster; blocks keep the (rows, d) temporaries in cache (see ``CONTEXT_BLOCK``)
+        moment = flat_e.new_zeros(flat_e.shape[1], flat_e.shape[1])
+        for block, block_p in zip(rows, weights):
+            moment.addmm_(block.T, block * block_p[:, None])
+        diag = torch.empty_like(flat_p)  # eᵢᵀ(Σ pⱼeⱼeⱼᵀ)eᵢ
+        for block, out in zip(rows, diag.split(CONTEXT_BLOCK)):
+            torch.sum((block @ moment).mul_(block), 1, out=out)
+        diag = diag.view_as(p)
         own = (self.kernel @ p.unsqueeze(-1)).squeeze(-1)  # eᵢᵀ(Σ_{j∈s} pⱼeⱼeⱼᵀ)eᵢ
         frob_sq = moment.square().sum() - 2 * (p * diag).sum(1) + (p * own).sum(1)
         return Context(*self._counts(p), frob_sq, diag - own)
