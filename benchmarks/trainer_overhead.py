@@ -7,12 +7,16 @@ progress bar, since stdout is no terminal) and once with the progress bar a term
 the same seeded KAN and the same batches, ``zero_grad; mse(model(x), y).backward(); step`` with Adam.
 Two data regimes: full batch (the experiment's default; ``data.steps_per_epoch`` full-batch steps per
 epoch) and mini-batch (``data.batch_size`` < the training set, shuffled per epoch through the
-DataModule's own loader). Time is the process's CPU time (other jobs on a shared machine hardly move
-it), one thread; contenders take turns in every repeat; ratios are of the medians. ``--device cuda``
-times the same on a GPU with wall-clock time and synchronisation. Targets: litlab / hand <= 1.10 at the
-default size and <= 1.03 at the paper's size.
+DataModule's own loader). Lightning's floor: the same LightningModule and DataModule fitted by a bare
+``L.Trainer`` (no callbacks, loggers, checkpointing, summary or bar), so litlab / bare is litlab's own cost
+and bare / hand Lightning's loop. litlab's hook-dispatch patches (``litlab.runner.hook_calls``) are
+process-wide, so the bare Trainer runs with them too once litlab has run. Time is the process's CPU time
+(other jobs on a shared machine hardly move it), one thread; contenders take turns in every repeat; ratios
+are of the medians. ``--device cuda`` times the same on a GPU with wall-clock time and synchronisation (a
+smaller plan without the terminal variant, meant to finish in under a minute on an H200); ``--device auto``
+picks cuda when it is available. Targets: litlab / hand <= 1.10 at the default size, <= 1.03 at the paper's.
 
-Run:  python benchmarks/trainer_overhead.py [--quick] [--device cuda]
+Run:  python benchmarks/trainer_overhead.py [--quick] [--device cpu|cuda|auto]
 Writes benchmarks/results/trainer_overhead[_quick][_cuda].json.
 """
 
@@ -36,7 +40,8 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from omegaconf import DictConfig, open_dict
 
-from litlab.core.machine import cpu_model
+from litlab.core.machine import cpu_model, skip_gpu_probe_on_cpu_machines
+from litlab.runner import experiment
 from litlab.runner.resolvers import register_hydra_extensions
 from litlab.train import train
 
@@ -130,6 +135,30 @@ def litlab_step_ms(overrides: list[str], steps: int, warmup: int, cuda: bool) ->
     return StepClock.records[-1]
 
 
+def bare_lightning_step_ms(overrides: list[str], steps: int, warmup: int, cuda: bool) -> float:
+    """ms per step of a bare Lightning Trainer fitting the same LightningModule and DataModule."""
+    with tempfile.TemporaryDirectory() as folder:
+        cfg = composed(overrides, steps, Path(folder))
+        L.seed_everything(cfg.seed, workers=True, verbose=False)
+        datamodule, model = experiment.build_data_and_model(cfg)
+        trainer = L.Trainer(
+            accelerator="gpu" if cuda else "cpu",
+            devices=1,
+            precision=cfg.trainer.precision,
+            max_steps=steps,
+            max_epochs=-1,
+            check_val_every_n_epoch=cfg.trainer.check_val_every_n_epoch,
+            callbacks=[StepClock(warmup, cuda)],
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            default_root_dir=folder,
+        )
+        trainer.fit(model, datamodule=datamodule)
+    return StepClock.records[-1]
+
+
 def hand_step_ms(overrides: list[str], steps: int, warmup: int, cuda: bool) -> float:
     """ms per step of the plain loop on the same seeded model, iterating the DataModule's own loader."""
     with tempfile.TemporaryDirectory() as folder:
@@ -174,31 +203,40 @@ def hand_step_ms(overrides: list[str], steps: int, warmup: int, cuda: bool) -> f
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer steps and repeats")
-    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--device", choices=["cpu", "cuda", "auto"], default="cpu")
     args = parser.parse_args()
-    cuda = args.device == "cuda"
+    cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
+    device = "cuda" if cuda else "cpu"
     torch.set_num_threads(1)
     os.environ.setdefault("WANDB_MODE", "disabled")
-    plan = (
-        {"default": (600, 7), "paper": (150, 5)}
-        if not args.quick
-        else {"default": (200, 3), "paper": (50, 2)}
-    )
+    skip_gpu_probe_on_cpu_machines()  # as litlab-train does, so that no contender pays torch's NVML probe
+    if cuda:
+        torch.set_float32_matmul_precision("high")  # litlab's default (extras.matmul_precision), for all
+    if cuda:
+        plan = {"default": (200, 3), "paper": (200, 2)}
+    elif args.quick:
+        plan = {"default": (200, 3), "paper": (50, 2)}
+    else:
+        plan = {"default": (600, 7), "paper": (150, 5)}
     device_overrides = ["trainer=gpu"] if cuda else []
     warmup = 20
+    variants = {"batch_job": VARIANTS["batch_job"]} if cuda else VARIANTS  # nobody watches a GPU job's bar
     load_before = os.getloadavg()[0]
     rows = []
     for mode, mode_overrides in MODES.items():
         for name, size in SIZES.items():
             steps, repeats = plan[name]
             overrides = [*size, *mode_overrides, *device_overrides]
-            times: dict[str, list[float]] = {variant: [] for variant in [*VARIANTS, "hand"]}
+            times: dict[str, list[float]] = {variant: [] for variant in [*variants, "lightning_bare", "hand"]}
             for _ in range(repeats):
-                for variant, extra in VARIANTS.items():
+                for variant, extra in variants.items():
                     times[variant].append(litlab_step_ms([*overrides, *extra], steps, warmup, cuda))
+                times["lightning_bare"].append(bare_lightning_step_ms(overrides, steps, warmup, cuda))
                 times["hand"].append(hand_step_ms(overrides, steps, warmup, cuda))
             medians = {variant: statistics.median(values) for variant, values in times.items()}
-            ratios = {variant: medians[variant] / medians["hand"] for variant in VARIANTS}
+            ratios = {
+                variant: medians[variant] / medians["hand"] for variant in [*variants, "lightning_bare"]
+            }
             rows.append(
                 {
                     "mode": mode,
@@ -209,8 +247,11 @@ def main() -> None:
                     "ms_per_step_median": medians,
                     "ms_per_step_min": {variant: min(values) for variant, values in times.items()},
                     "ratio_to_hand": ratios,
+                    "litlab_to_lightning_bare": {
+                        variant: medians[variant] / medians["lightning_bare"] for variant in variants
+                    },
                     "target_ratio": TARGETS[name],
-                    "meets_target": {variant: ratio <= TARGETS[name] for variant, ratio in ratios.items()},
+                    "meets_target": {variant: ratios[variant] <= TARGETS[name] for variant in variants},
                 }
             )
             summary = "  ".join(f"{variant} {ratio:.3f}x" for variant, ratio in ratios.items())
@@ -218,19 +259,20 @@ def main() -> None:
     payload = {
         "benchmark": "trainer_overhead",
         "quick": args.quick,
-        "device": args.device,
+        "device": device,
+        "gpu": torch.cuda.get_device_name() if cuda else None,
         "torch_version": torch.__version__,
         "lightning_version": L.__version__,
         "threads": 1,
         "clock": "wall time with cuda.synchronize" if cuda else "process CPU time",
-        "variants": VARIANTS,
+        "variants": variants,
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
         "load_average_before_after": [load_before, os.getloadavg()[0]],
         "rows": rows,
     }
     RESULTS.mkdir(exist_ok=True)
-    suffix = ("_quick" if args.quick else "") + ("_cuda" if cuda else "")
+    suffix = "_cuda" if cuda else ("_quick" if args.quick else "")
     out = RESULTS / f"trainer_overhead{suffix}.json"
     out.write_text(json.dumps(payload, indent=2) + "\n")
     print(f"wrote {out}")

@@ -142,3 +142,20 @@ def test_figure_callback_writes_png_per_stage(tmp_path: Path) -> None:
     pngs = sorted(p.name for p in (tmp_path / "plots").glob("*.png"))
     assert pngs == ["fit_line.png", "test_line.png"]
     assert (tmp_path / "plots" / "fit_line.png").stat().st_size > 1000
+
+
+def test_guard_reads_pending_losses_together_and_names_the_bad_step() -> None:
+    """The accelerator path: losses wait on the device and are read at once; the first bad one is named."""
+    from types import SimpleNamespace
+
+    guard = DivergenceGuard(max_loss_ratio=10.0)
+    trainer = SimpleNamespace(callbacks=[], checkpoint_callbacks=[], current_epoch=0, global_step=9)
+    guard._pending = [(step, torch.tensor(1.0)) for step in range(5)]
+    guard._check_losses(trainer)
+    assert guard.first_loss == 1.0 and guard._pending == []
+    guard._pending = [(5, torch.tensor(2.0)), (6, torch.tensor(float("nan"))), (7, torch.tensor(50.0))]
+    with pytest.raises(DivergenceError, match="step 6: the training loss became nan"):
+        guard._check_losses(trainer)
+    guard._pending = [(7, torch.tensor(5.0)), (8, torch.tensor(50.0))]
+    with pytest.raises(DivergenceError, match="step 8: the training loss exploded to 50"):
+        guard._check_losses(trainer)
