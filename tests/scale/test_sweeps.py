@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hydra import compose, initialize_config_module
+from hydra.core.global_hydra import GlobalHydra
 from hydra.types import RunMode
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from litlab.runner.sweeps import check_sweep_spec, compose_train
 from tests.conftest import experiment_names, run_cli
@@ -17,18 +19,45 @@ from tests.scale.conftest import RUNS, WORKLOAD, results
 
 CONFIGS = Path(str(resources.files("litlab.configs")))
 SWEEPS = sorted((CONFIGS / "sweep").rglob("*.yaml"))
+# Specs whose program is litlab-run sweep a task's parameters (task.*); the others sweep an experiment.
+TASK_SWEEPS = [p for p in SWEEPS if yaml.safe_load(p.read_text())["program"] == "litlab-run"]
 
 
 def test_there_is_a_sweep_for_the_kan_init_grid() -> None:
     assert CONFIGS / "sweep" / "kan" / "init_grid.yaml" in SWEEPS
 
 
-@pytest.mark.parametrize("path", SWEEPS, ids=lambda p: str(p.relative_to(CONFIGS / "sweep")))
+@pytest.mark.parametrize(
+    "path", [p for p in SWEEPS if p not in TASK_SWEEPS], ids=lambda p: str(p.relative_to(CONFIGS / "sweep"))
+)
 def test_wandb_sweep_spec_composes_with_every_value(path: Path) -> None:
     spec = yaml.safe_load(path.read_text())
     experiment = next(arg.split("=", 1)[1] for arg in spec["command"] if arg.startswith("experiment="))
     assert experiment in experiment_names()
     assert check_sweep_spec(path) > len(spec["parameters"])
+
+
+def compose_run(overrides: list[str]) -> DictConfig:
+    """``litlab-run``'s config for ``overrides``, as its entry point composes it."""
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_module(config_module="litlab.configs", version_base="1.3"):
+            return compose("run", overrides=overrides)
+    finally:
+        GlobalHydra.instance().clear()
+
+
+@pytest.mark.parametrize("path", TASK_SWEEPS, ids=lambda p: str(p.relative_to(CONFIGS / "sweep")))
+def test_task_sweep_spec_composes_with_every_value(path: Path) -> None:
+    spec = yaml.safe_load(path.read_text())
+    command = spec["command"]
+    assert command[0] == "litlab-run" and command[-1] == "${args_no_hyphens}" and "hydra.mode=RUN" in command
+    fixed = command[1:-1]
+    assert f"optimized_metric={spec['metric']['name']}" in fixed
+    for name, parameter in spec["parameters"].items():
+        assert name.startswith("task."), f"{path} sweeps {name}; a task sweep varies task.*"
+        for value in parameter["values"]:
+            assert OmegaConf.select(compose_run([*fixed, f"{name}={value}"]), name) == value
 
 
 def test_a_drifted_spec_is_a_clear_error(tmp_path: Path) -> None:
