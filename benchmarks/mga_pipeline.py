@@ -13,31 +13,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import torch
 
 from litlab.core.machine import machine_info
+from litlab.core.timing import median_cpu_seconds
 from litlab.methods.mga.consistency import judge, value_vocabulary
 from litlab.methods.mga.pipeline import run_pipeline
 from litlab.methods.mga.stages import RuleBackend
 from litlab.methods.mga.tasks import fact_documents
 
 RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def timed(fn: Callable[[], Any], repeats: int) -> tuple[float, Any]:
-    times, out = [], None
-    for _ in range(repeats):
-        start = time.process_time()
-        out = fn()
-        times.append(time.process_time() - start)
-    return statistics.median(times), out
 
 
 def plain(documents: list[dict], backend: RuleBackend) -> list[str]:
@@ -63,11 +51,13 @@ def main() -> None:
     torch.set_num_threads(1)
     documents = fact_documents(args.documents, 0)
     backend = RuleBackend(n_pairs=5, noise=0.2, seed=0)
-    t_pipeline, result = timed(lambda: pipeline(documents, backend), args.repeats)
-    t_plain, texts = timed(lambda: plain(documents, backend), args.repeats)
+    t_pipeline, result = median_cpu_seconds(lambda: pipeline(documents, backend), args.repeats)
+    t_plain, texts = median_cpu_seconds(lambda: plain(documents, backend), args.repeats)
     vocabulary = value_vocabulary(documents)
     sources = [d for d in documents for _ in range(5)]
-    t_judge, _ = timed(lambda: [judge(t, s, vocabulary) for t, s in zip(texts, sources)], args.repeats)
+    t_judge, _ = median_cpu_seconds(
+        lambda: [judge(t, s, vocabulary) for t, s in zip(texts, sources)], args.repeats
+    )
     counts = result["counts"]
     out = {
         "machine": machine_info(),

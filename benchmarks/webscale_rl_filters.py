@@ -16,14 +16,13 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import statistics
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from litlab.core.machine import machine_info
+from litlab.core.timing import median_cpu_seconds
 from litlab.datamodules.webscale_rl import make_entities, question
 from litlab.methods.webscale_rl.decontam import eval_coverage
 from litlab.methods.webscale_rl.dedup import near_duplicates
@@ -58,15 +57,6 @@ def loop_coverage(train: list[str], evaluation: list[str], n: int = 5) -> np.nda
     return np.array([max(len(ngrams(t, n) & e) / len(e) for e in eval_sets) for t in train])
 
 
-def timed(fn, repeats: int) -> tuple[float, object]:  # noqa: ANN001
-    times, out = [], None
-    for _ in range(repeats):
-        start = time.process_time()
-        out = fn()
-        times.append(time.process_time() - start)
-    return statistics.median(times), out
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--entities", type=int, default=400)
@@ -74,10 +64,10 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     texts, evaluation = qa_texts(args.entities)
-    t_lsh, lsh = timed(lambda: near_duplicates(texts, threshold=0.8), args.repeats)
-    t_exact, exact = timed(lambda: exact_duplicates(texts, 0.8), 1)
-    t_sparse, (sparse_cov, _) = timed(lambda: eval_coverage(texts, evaluation, 5), args.repeats)
-    t_loop, loop_cov = timed(lambda: loop_coverage(texts, evaluation, 5), 1)
+    t_lsh, lsh = median_cpu_seconds(lambda: near_duplicates(texts, threshold=0.8), args.repeats)
+    t_exact, exact = median_cpu_seconds(lambda: exact_duplicates(texts, 0.8), 1)
+    t_sparse, (sparse_cov, _) = median_cpu_seconds(lambda: eval_coverage(texts, evaluation, 5), args.repeats)
+    t_loop, loop_cov = median_cpu_seconds(lambda: loop_coverage(texts, evaluation, 5), 1)
     both = int((lsh & exact).sum())
     result = {
         "machine": machine_info(),
