@@ -217,8 +217,9 @@ def rasterize(
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Tile-based compositing: each Gaussian is listed in the ``tile``×``tile`` pixel tiles its box
     touches, lists are sorted by (tile, depth), α over a tile's pixels is one batched product, and each
-    pixel composites only its own hits (α ≥ 1/255), padded to the longest. The box's half-width ``√(2·ln(255·o)·λ_max)`` bounds
-    where ``α ≥ 1/255`` (the reference's 3σ box drops a little more), so it equals ``rasterize_dense``."""
+    pixel composites only its own hits (α ≥ 1/255), padded to the longest. The box's half-width
+    ``√(2·ln(255·o)·λ_max)`` bounds where ``α ≥ 1/255`` (the reference's 3σ box drops a little more), so
+    it equals ``rasterize_dense``."""
     device, dtype = colours.device, colours.dtype
     background = colours.new_zeros(3) if background is None else background
     tiles_x, tiles_y = -(-width // tile), -(-height // tile)
