@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import inspect
 import math
 from fractions import Fraction
 
@@ -272,6 +273,11 @@ class _UniformBasis(torch.autograd.Function):
         offset = offset if offset_dim is None else offset.movedim(offset_dim, 0).reshape(*lead, -1)
         inv_h = inv_h if inv_h_dim is None else inv_h.movedim(inv_h_dim, 0).reshape(*lead, -1)
         return _UniformBasis.apply(x, offset, inv_h, n_basis, k, sample_shape), (0, 1, 1)
+
+
+# Function.apply binds its arguments to ``forward``'s signature on every call (setup_context style);
+# computing that signature took about 110 us per call, a seventh of a default KAN step. Computed once here.
+_UniformBasis.forward.__signature__ = inspect.signature(_UniformBasis.forward)
 
 
 def bspline_basis_uniform(x: Tensor, offset: Tensor, inv_h: Tensor, n_basis: int, k: int = 3) -> Tensor:

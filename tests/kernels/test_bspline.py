@@ -284,6 +284,21 @@ def test_uniform_basis_keeps_non_finite_inputs_in_their_own_row() -> None:
     assert grad[finite].isfinite().all()
 
 
+def test_uniform_basis_does_not_recompute_its_signature_per_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Function.apply binds arguments to forward's signature each call; the signature must come cached."""
+    import inspect
+
+    computed = []
+    original = inspect._signature_from_function
+    monkeypatch.setattr(
+        inspect, "_signature_from_function", lambda *a, **k: computed.append(1) or original(*a, **k)
+    )
+    grid = make_uniform_grid(1, 5, 3)
+    offset, inv_h = uniform_knot_map(grid)
+    bspline_basis_uniform(torch.rand(16, 1, requires_grad=True), offset, inv_h, 8, 3).sum().backward()
+    assert computed == []
+
+
 def test_fast_basis_dispatches_on_the_knots() -> None:
     uniform, _ = _uniform_case(2, 5, 3)
     nonuniform = _nonuniform_grid(2, 5, 3, seed=60)
