@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 
 from litlab.core.errors import ConfigError
-from litlab.methods.obsdiff.dit import load_dit
+from litlab.methods.obsdiff.dit import DiTDiffusion, load_dit
 from litlab.methods.obsdiff.study import arm_cells
+from litlab.methods.obsdiff.targets import DEFAULT_DIT, dit_cache_key
 from litlab.methods.obsdiff.tasks import parse_nm, prune
 from litlab.task import TaskContext
 
@@ -48,6 +51,19 @@ def test_bad_inputs_are_one_line_config_errors(tmp_path) -> None:
         prune(ctx, method="l1_structured", sparsity=0.99, structure="heads", **FAST)
     with pytest.raises(ConfigError, match="'2:4'"):
         parse_nm("2-4")
+    with pytest.raises(ConfigError, match="unknown dit lr_schedule"):
+        prune(ctx, **{**FAST, "dit": {**TINY, "lr_schedule": "step"}})
+
+
+def test_lr_schedule_steps_every_step_and_keys_the_cache_unless_constant() -> None:
+    schedule = functools.partial(torch.optim.lr_scheduler.LambdaLR, lr_lambda=lambda step: 0.5)
+    module = DiTDiffusion(functools.partial(torch.optim.AdamW, lr=1e-3), num_layers=1, scheduler=schedule)
+    module.bind_data({"image_size": 8, "channels": 3, "n_classes": 2})
+    configured = module.configure_optimizers()
+    assert configured["lr_scheduler"]["interval"] == "step"
+    assert configured["optimizer"].param_groups[0]["lr"] == pytest.approx(5e-4)
+    assert "lr_schedule" not in dit_cache_key(DEFAULT_DIT)  # the studies' cached DiTs stay valid
+    assert dit_cache_key({**DEFAULT_DIT, "lr_schedule": "warmup_cosine"})["lr_schedule"] == "warmup_cosine"
 
 
 def test_study_arms_run_at_the_study_sparsities_or_at_their_own() -> None:

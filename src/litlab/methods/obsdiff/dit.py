@@ -19,6 +19,7 @@ from torch import nn
 from litlab.core.errors import ConfigError, LitlabError
 
 OptimizerFactory = Callable[..., torch.optim.Optimizer]
+SchedulerFactory = Callable[..., torch.optim.lr_scheduler.LRScheduler]
 
 
 def _diffusers() -> Any:
@@ -140,7 +141,8 @@ def eps_errors(
 class DiTDiffusion(L.LightningModule):
     """Trains ``build_dit`` with the DDPM ε-loss ‖ε − ε̂(√ᾱ_t x₀ + √(1−ᾱ_t) ε, t, y)‖² (t uniform).
 
-    The network is built in ``bind_data`` from the data's image size, channels and classes.
+    The network is built in ``bind_data`` from the data's image size, channels and classes. ``scheduler``
+    (optional) is a partial learning-rate scheduler called with the optimizer, stepped every step.
     """
 
     def __init__(
@@ -151,10 +153,11 @@ class DiTDiffusion(L.LightningModule):
         head_dim: int = 16,
         patch_size: int = 2,
         num_train_timesteps: int = 1000,
+        scheduler: SchedulerFactory | None = None,
     ) -> None:
         super().__init__()
-        self.save_hyperparameters(logger=False, ignore=["optimizer"])
-        self.optimizer_factory = optimizer
+        self.save_hyperparameters(logger=False, ignore=["optimizer", "scheduler"])
+        self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self.net: nn.Module | None = None
         self.scheduler = make_scheduler(num_train_timesteps)
 
@@ -198,7 +201,11 @@ class DiTDiffusion(L.LightningModule):
     def configure_optimizers(self) -> Any:
         if self.net is None:
             raise LitlabError("DiTDiffusion has no network yet: call bind_data(data.data_spec()) first")
-        return self.optimizer_factory(params=self.net.parameters())
+        optimizer = self.optimizer_factory(params=self.net.parameters())
+        if self.scheduler_factory is None:
+            return optimizer
+        scheduler = {"scheduler": self.scheduler_factory(optimizer), "interval": "step"}
+        return {"optimizer": optimizer, "lr_scheduler": scheduler}
 
 
 def save_dit(model: nn.Module, folder: str | Path) -> Path:

@@ -35,7 +35,9 @@ DEFAULT_DIT: dict[str, Any] = {
     "lr": 1.0e-3,
     "n_train": 8192,
     "data_seed": 0,
+    "lr_schedule": "constant",
 }
+LR_SCHEDULES = ("constant", "warmup_cosine")
 DEFAULT_CLASSIFIER: dict[str, Any] = {"train_steps": 400, "batch_size": 64, "lr": 2.0e-3, "width": 16}
 
 
@@ -59,6 +61,12 @@ def _checked(cfg: Mapping[str, Any] | None, defaults: Mapping[str, Any], what: s
     return merged
 
 
+def dit_cache_key(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The DiT's cache key: its full config, less ``lr_schedule`` when constant (the recipe before that key
+    existed), so the studies' cached DiTs stay valid and any other schedule trains a new model."""
+    return {k: v for k, v in cfg.items() if k != "lr_schedule" or v != "constant"}
+
+
 def trained_dit(
     fitter: Fitter, cfg: Mapping[str, Any] | None = None, checkpoint: str | None = None
 ) -> nn.Module:
@@ -68,16 +76,27 @@ def trained_dit(
             raise ConfigError(f"checkpoint {checkpoint!r} is not a folder written by save_pretrained")
         return load_dit(checkpoint).eval()
     cfg = _checked(cfg, DEFAULT_DIT, "dit")
+    if cfg["lr_schedule"] not in LR_SCHEDULES:
+        raise ConfigError(f"unknown dit lr_schedule {cfg['lr_schedule']!r}; choose one of {LR_SCHEDULES}")
     arch = {k: cfg[k] for k in ("num_layers", "num_heads", "head_dim", "patch_size")}
 
     def build() -> dict[str, torch.Tensor]:
         data = _data(cfg, cfg["batch_size"])
-        module = DiTDiffusion(functools.partial(torch.optim.AdamW, lr=cfg["lr"], weight_decay=0.0), **arch)
+        schedule = None
+        if cfg["lr_schedule"] == "warmup_cosine":  # 5 % linear warm-up, cosine decay to zero
+            from litlab.lm.module import warmup_cosine  # here: the LM substrate imports transformers
+
+            steps = cfg["train_steps"]
+            schedule = functools.partial(
+                warmup_cosine, total_steps=steps, warmup_steps=steps // 20, min_lr_ratio=0.0
+            )
+        optimizer = functools.partial(torch.optim.AdamW, lr=cfg["lr"], weight_decay=0.0)
+        module = DiTDiffusion(optimizer, scheduler=schedule, **arch)
         module.bind_data(data.data_spec())
         fitter.fit(module, data, max_steps=cfg["train_steps"], seed=cfg["data_seed"])
         return {k: v.detach().cpu() for k, v in module.net.state_dict().items()}
 
-    state = cached_tensors("obsdiff", "dit", VERSION, cfg, build)
+    state = cached_tensors("obsdiff", "dit", VERSION, dit_cache_key(cfg), build)
     model = build_dit(cfg["image_size"], 3, cfg["n_classes"], **arch)
     model.load_state_dict(state)
     return model.eval()
