@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 
 from litlab.datamodules.webscale_rl import make_corpus
+from litlab.methods.webscale_rl import study
 from litlab.methods.webscale_rl.study import ARMS, majority_accuracy, probes, rl_study, tokens_to_reach
 from litlab.task import TaskContext
 
@@ -95,3 +97,17 @@ def test_seeds_in_forked_processes_give_the_sequential_result(tmp_path: Path) ->
     one = rl_study(TaskContext.local(tmp_path / "a"), seeds=[3, 4], **TINY)["tables"]
     two = rl_study(TaskContext.local(tmp_path / "b"), seeds=[3, 4], processes=2, **TINY)["tables"]
     assert one == two
+
+
+def test_a_rerun_reads_finished_seeds_back_and_evaluates_pretraining_as_told(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ctx = TaskContext.local(tmp_path)
+    first = rl_study(ctx, seeds=[3], pretrain_eval_every=4, **TINY)["tables"]
+    assert [r["tokens"] > 0 for r in first["curves"] if r["arm"] == "pretrain"] == [True]
+
+    def retrain(*args: object) -> None:
+        raise AssertionError("a finished seed was trained again")
+
+    monkeypatch.setattr(study, "pretrained", retrain)
+    assert rl_study(ctx, seeds=[3], pretrain_eval_every=4, **TINY)["tables"] == first

@@ -227,14 +227,15 @@ def pretrained(ctx: TaskContext, seed: int, cfg: Mapping[str, Any]) -> dict[str,
     probe = probes(corpus["eval"], qa, cfg["shots"], seed)
     val = [0]  # one validation batch: the held-out set is evaluated inside validation_step
 
-    def fit(module: Any, rows: Any, steps: int) -> None:
-        ctx.fitter.fit(module, rows, val, max_steps=steps, val_every_n_steps=cfg["eval_every"], seed=seed)
+    def fit(module: Any, rows: Any, steps: int, every: int | None = None) -> None:
+        every = every or cfg["eval_every"]
+        ctx.fitter.fit(module, rows, val, max_steps=steps, val_every_n_steps=every, seed=seed)
         if not module.curve or module.curve[-1]["tokens"] != module.tokens:
             module.record()  # the end of the fit, when it fell between two validations
 
     pre = CausalLM(base, cfg["lr"])
     pre.setup_tracking(tokenizer, probe)
-    fit(pre, pretraining, cfg["pretrain_steps"])
+    fit(pre, pretraining, cfg["pretrain_steps"], cfg.get("pretrain_eval_every"))
     return {
         "corpus": corpus,
         "qa": qa,
@@ -249,7 +250,12 @@ def pretrained(ctx: TaskContext, seed: int, cfg: Mapping[str, Any]) -> dict[str,
 
 
 def one_seed(ctx: TaskContext, seed: int, cfg: Mapping[str, Any]) -> dict[str, list[dict]]:
-    """Every arm's accuracy curve for one seed (corpus, tokenizer, base model and arms all seeded)."""
+    """Every arm's accuracy curve for one seed (corpus, tokenizer, base model and arms all seeded); a
+    seed whose ``curves.json`` is already in the run folder (a killed run rerun with ``resume=auto``) is read
+    back."""
+    saved = ctx.output_dir / f"seed{seed}" / "curves.json"
+    if saved.is_file():
+        return json.loads(saved.read_text())
     run = pretrained(ctx, seed, cfg)
     qa, noisy, tokenizer, base, docs, probe, fit = (
         run[k] for k in ("qa", "noisy", "tokenizer", "base", "docs", "probe", "fit")
@@ -282,7 +288,9 @@ def one_seed(ctx: TaskContext, seed: int, cfg: Mapping[str, Any]) -> dict[str, l
         grpo.ties, grpo.rewards = [], []
         fit(grpo, prompt_loader(prompt_records(data), cfg["grpo_batch_size"], seed), budget - warmup)
         curves[arm] = start + sft.curve + grpo.curve
-    (ctx.output_dir / f"seed{seed}" / "curves.json").write_text(json.dumps(curves))
+    partial = saved.with_suffix(".tmp")
+    partial.write_text(json.dumps(curves))
+    partial.replace(saved)  # whole or absent, so a kill never leaves half a seed to read back
     return curves
 
 
