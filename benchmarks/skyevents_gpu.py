@@ -3,7 +3,7 @@
 The scene of ``skyevents_renderers.py``'s 20k-Gaussian case (0.3 m Gaussians over the ground a nadir
 camera at 40 m sees, 53° horizontal field of view) drawn at the flight's 48×64 and at the EVK4 event
 camera's 720×1280 (the paper's sensor; same horizontal field of view, so fewer Gaussians fall in the
-shorter frame). Forward and forward + backward, median of CUDA-event timings after warm-up; the tiled
+shorter frame). Forward and forward + backward, median of CUDA-event timings after warm-up; the sparse
 rasteriser's agreement with the dense reference at 48×64 is checked first. gsplat (the CUDA rasteriser
 the CPU benchmark compares with) is not installed on the GPU machine, so no gsplat timing is taken.
 
@@ -69,7 +69,7 @@ def camera_of(height: int, width: int, device: torch.device) -> Camera:
 
 
 def agreement(scene: dict[str, torch.Tensor], camera: Camera) -> dict[str, float]:
-    """Max abs difference of the tiled rasteriser from the dense reference (rgb, opacity), 48×64 only."""
+    """Max abs difference of ``rasterize`` from the dense reference (rgb, opacity), 48×64 only."""
     with torch.no_grad():
         projected = project(scene["means"], covariance_3d(scene["quaternions"], scene["log_scales"]), camera)
         directions = torch.nn.functional.normalize(scene["means"] - camera.centre, dim=-1)

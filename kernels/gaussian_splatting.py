@@ -1,5 +1,5 @@
 """3D Gaussian splatting (Kerbl et al., 2023) in pure torch: projection, spherical-harmonic colour and
-tile-based front-to-back alpha compositing, differentiable by autograd, so it trains on a CPU.
+front-to-back alpha compositing over each pixel's hits, differentiable by autograd, so it trains on a CPU.
 
 Conventions (those of ``litlab.datamodules.uav.geometry``, and of the 3DGS / gsplat rasterisers):
 cameras follow OpenCV (x right, y down, z forward), a pose is the camera-to-world rotation ``R (3, 3)``
@@ -10,7 +10,8 @@ quaternion (w, x, y, z), log-scales, an opacity logit and SH coefficients ``(K, 
 Compositing follows the reference CUDA rasteriser: the image-plane covariance gets ``blur = 0.3`` px²
 (its low-pass filter), ``α = min(0.99, o·exp(-½ δᵀΣ⁻¹δ))``, an ``α < 1/255`` is skipped, and a pixel stops
 before the Gaussian that would take its transmittance below ``1e-4``. ``rasterize_dense`` composites every
-Gaussian at every pixel and is the reference for the tiled ``rasterize``.
+Gaussian at every pixel and is the reference for ``rasterize``, which visits only the (pixel, Gaussian)
+pairs with ``α ≥ 1/255``.
 """
 
 from __future__ import annotations
@@ -71,21 +72,37 @@ class Projected:
     visible: Tensor
 
 
+def _components(tensor: Tensor, dims: int = 1) -> Tensor:
+    """The last ``dims`` axes moved to the front, contiguous: per-component rows, so the arithmetic below
+    runs on contiguous ``(N,)`` rows (broadcasts over small trailing axes are slow on a CPU)."""
+    return tensor.movedim(tuple(range(-dims, 0)), tuple(range(dims))).contiguous()
+
+
+def _rotation_entries(quaternions: Tensor) -> list[list[Tensor]]:
+    """The rotation matrix of quaternions ``(…, 4)`` (w, x, y, z), normalised first, as 3 × 3 rows ``(…)``."""
+    w, x, y, z = _components(torch.nn.functional.normalize(quaternions, dim=-1))
+    return [
+        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
+    ]
+
+
+def _matrix(entries: list[list[Tensor]]) -> Tensor:
+    """``(…, 3, 3)`` from 3 × 3 rows ``(…)`` (a view of one ``(9, …)`` block)."""
+    return torch.stack([e for row in entries for e in row]).movedim(0, -1).unflatten(-1, (3, 3))
+
+
 def quaternion_to_matrix(quaternions: Tensor) -> Tensor:
     """Rotation matrices ``(…, 3, 3)`` of quaternions ``(…, 4)`` (w, x, y, z), normalised first."""
-    w, x, y, z = torch.nn.functional.normalize(quaternions, dim=-1).unbind(-1)
-    rows = (
-        (1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)),
-        (2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)),
-        (2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)),
-    )
-    return torch.stack([torch.stack(row, -1) for row in rows], -2)
+    return _matrix(_rotation_entries(quaternions))
 
 
 def covariance_3d(quaternions: Tensor, log_scales: Tensor) -> Tensor:
     """World covariances ``(N, 3, 3) = R S Sᵀ Rᵀ`` from quaternions ``(N, 4)`` and log-scales ``(N, 3)``."""
-    m = quaternion_to_matrix(quaternions) * log_scales.exp()[..., None, :]
-    return m @ m.transpose(-1, -2)
+    scales = _components(log_scales.exp())
+    m = [[r * s for r, s in zip(row, scales, strict=True)] for row in _rotation_entries(quaternions)]
+    return _matrix([[sum(p * q for p, q in zip(mi, mj, strict=True)) for mj in m] for mi in m])
 
 
 def sh_colour(sh: Tensor, directions: Tensor) -> Tensor:
@@ -94,7 +111,7 @@ def sh_colour(sh: Tensor, directions: Tensor) -> Tensor:
     degree = math.isqrt(sh.shape[-2]) - 1
     if (degree + 1) ** 2 != sh.shape[-2] or degree > 3:
         raise ValueError(f"sh must have 1, 4, 9 or 16 coefficients per channel, got {sh.shape[-2]}")
-    x, y, z = (directions[..., i : i + 1] for i in range(3))
+    x, y, z = _components(directions)
     basis = [torch.full_like(x, SH_C0)]
     if degree >= 1:
         basis += [-SH_C1 * y, SH_C1 * z, -SH_C1 * x]
@@ -117,7 +134,8 @@ def sh_colour(sh: Tensor, directions: Tensor) -> Tensor:
             SH_C3[5] * z * (xx - yy),
             SH_C3[6] * x * (xx - 3 * yy),
         ]
-    return ((torch.cat(basis, -1)[..., None] * sh).sum(-2) + 0.5).clamp_min(0.0)
+    coefficients = _components(sh, 2)  # (K, 3, …)
+    return (sum(b * k for b, k in zip(basis, coefficients, strict=True)) + 0.5).clamp_min(0.0).movedim(0, -1)
 
 
 def project(
@@ -125,30 +143,28 @@ def project(
 ) -> Projected:
     """EWA splatting: the pinhole projection of the means and the first-order (Jacobian) projection of the
     covariances, ``Σ' = J W Σ Wᵀ Jᵀ + blur·I``; Gaussians nearer than ``near`` are not visible."""
-    cam = (means - camera.centre) @ camera.rotation  # world -> camera frame (R is camera-to-world)
-    x, y, z = cam.unbind(-1)
+    x, y, z = _components((means - camera.centre) @ camera.rotation)  # camera frame (R: camera-to-world)
     visible = z > near
     z = torch.where(visible, z, torch.ones_like(z))
     pixels = torch.stack([camera.fx * x / z + camera.cx, camera.fy * y / z + camera.cy], -1)
-    zero = torch.zeros_like(z)
     # the reference linearises at the mean clamped to 1.3× the half field of view, so Gaussians far
     # outside the frustum (beside an oblique camera, at small depth) do not splat across the whole image
     lim_x, lim_y = 1.3 * 0.5 * camera.width / camera.fx, 1.3 * 0.5 * camera.height / camera.fy
     tx, ty = (x / z).clamp(-lim_x, lim_x), (y / z).clamp(-lim_y, lim_y)
-    jacobian = torch.stack(
-        [
-            torch.stack([camera.fx / z, zero, -camera.fx * tx / z], -1),
-            torch.stack([zero, camera.fy / z, -camera.fy * ty / z], -1),
-        ],
-        -2,
-    )  # (N, 2, 3)
-    t = jacobian @ camera.rotation.transpose(-1, -2)
-    cov = t @ covariances @ t.transpose(-1, -2)
-    a, b, c = cov[:, 0, 0] + blur, cov[:, 0, 1], cov[:, 1, 1] + blur
+    # the rows of J Rᵀ (J: the (2, 3) Jacobian at the clamped mean), then J Rᵀ Σ R Jᵀ, on component rows
+    axes = camera.rotation.T  # the camera's x, y, z axes in the world
+    t0 = [camera.fx / z * (axes[0, k] - tx * axes[2, k]) for k in range(3)]
+    t1 = [camera.fy / z * (axes[1, k] - ty * axes[2, k]) for k in range(3)]
+    cov = [row.unbind(0) for row in _components(covariances, 2).unbind(0)]
+
+    def form(u: list[Tensor], v: list[Tensor]) -> Tensor:
+        return sum(u[i] * sum(cov[i][j] * v[j] for j in range(3)) for i in range(3))
+
+    a, b, c = form(t0, t0) + blur, form(t0, t1), form(t1, t1) + blur
     det = (a * c - b * b).clamp_min(1e-12)
     conics = torch.stack([c / det, -b / det, a / det], -1)
     largest = (0.5 * (a + c) + (0.25 * (a - c) ** 2 + b * b).sqrt()).detach()
-    return Projected(pixels, conics, torch.where(visible, z, zero), largest, visible)
+    return Projected(pixels, conics, torch.where(visible, z, torch.zeros_like(z)), largest, visible)
 
 
 def _composite(alpha: Tensor, colours: Tensor, depths: Tensor, background: Tensor) -> tuple[Tensor, ...]:
@@ -206,6 +222,75 @@ def rasterize_dense(
     )
 
 
+BOX_SIZES = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
+BOX_ELEMENTS = 1 << 22  # pixels evaluated at once: bounds the memory of the footprint search
+
+
+def _boxes(
+    means: Tensor, conics: Tensor, opacities: Tensor, width: int, height: int
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Per Gaussian, the level ``2·ln(255·o)`` (+1e-4) of its ``α ≥ 1/255`` ellipse ``δᵀΣ⁻¹δ ≤ level``, and
+    the first pixel (x, y) and size of the ellipse's bounding box clipped to the image (size ≤ 0: off it)."""
+    level = 2 * (opacities.log() - math.log(ALPHA_MIN)).clamp_min(0) + 1e-4
+    a, b, c = conics.unbind(-1)
+    det = (a * c - b * b).clamp_min(1e-30)
+    half = torch.stack([(level * c / det).sqrt(), (level * a / det).sqrt()], -1)  # the ellipse's x/y reach
+    limit = means.new_tensor([width, height])
+    lo = (means - half).ceil().clamp_min(0)
+    return level, lo, torch.minimum((means + half).floor(), limit - 1) - lo + 1
+
+
+def _footprints(
+    means: Tensor, conics: Tensor, level: Tensor, lo: Tensor, extent: Tensor, width: int, height: int
+) -> Tensor:
+    """Every (pixel, Gaussian) pair with ``α ≥ 1/255`` (or within 1e-4 of it in ``δᵀΣ⁻¹δ``), for Gaussians
+    sorted near to far with their ``_boxes``; no autograd. Each Gaussian is evaluated over a square box of
+    ``BOX_SIZES`` pixels that holds its bounding box (Gaussians bucketed by box size, boxes moved inside the
+    image). Returns the pairs as sorted keys ``(y, x, rank)`` packed in bits (``_unpack``), so one integer
+    sort orders them by pixel, then depth."""
+    x_bits, rank_bits = max(width - 1, 1).bit_length(), max(len(means) - 1, 1).bit_length()
+    key_type = torch.int32 if max(height - 1, 1).bit_length() + x_bits + rank_bits < 31 else torch.int64
+    device, limit = means.device, means.new_tensor([width, height])
+    sizes = means.new_tensor([*(s for s in BOX_SIZES if s < max(width, height)), max(width, height)])
+    bucket = torch.bucketize(extent.amax(-1), sizes)
+    counts = torch.bincount(bucket, minlength=len(sizes)).tolist()
+    by_bucket = torch.argsort(bucket)
+    keys = []
+    start = 0
+    for size, count in zip(sizes.long().tolist(), counts, strict=True):
+        box_x, box_y = min(size, width), min(size, height)
+        chunk = max(1, BOX_ELEMENTS // (size * size))
+        for first in range(start, start + count, chunk):
+            # Gaussians on the last (contiguous) axis: (box y, box x, n), so every broadcast is a fast one
+            rank = by_bucket[first : min(first + chunk, start + count)]
+            corner = torch.minimum(lo.index_select(0, rank), limit - limit.new_tensor([box_x, box_y]))
+            corner_x, corner_y = _components(corner)
+            offset_x, offset_y = _components(corner - means.index_select(0, rank))
+            dx = torch.arange(box_x, dtype=means.dtype, device=device)[:, None] + offset_x  # (box x, n)
+            dy = torch.arange(box_y, dtype=means.dtype, device=device)[:, None] + offset_y  # (box y, n)
+            ca, cb, cc = _components(conics.index_select(0, rank))
+            # δᵀΣ⁻¹δ − level = a·dx² + 2b·dx·dy + c·dy² − level ≤ 0
+            row = level.index_select(0, rank) - cc * dy * dy  # (box y, n)
+            cross = torch.addcmul(ca * dx * dx, 2 * cb * dy[:, None], dx)  # (box y, box x, n)
+            corner_x, corner_y = corner_x.to(key_type), corner_y.to(key_type)
+            base = (corner_y << (x_bits + rank_bits)) | (corner_x << rank_bits) | rank.to(key_type)
+            pixel_y, pixel_x = (torch.arange(n, dtype=key_type, device=device) for n in (box_y, box_x))
+            pixel_bits = (pixel_y[:, None] << x_bits) + pixel_x
+            keys.append(
+                torch.masked_select((pixel_bits << rank_bits)[:, :, None] + base, cross <= row[:, None])
+            )
+        start += count
+    key = torch.cat(keys) if keys else torch.zeros(0, dtype=key_type, device=device)
+    return torch.sort(key).values
+
+
+def _unpack(key: Tensor, width: int, n: int) -> tuple[Tensor, Tensor, Tensor]:
+    """Pixel y, x and Gaussian rank (int64) of ``_footprints``' keys."""
+    x_bits, rank_bits = max(width - 1, 1).bit_length(), max(n - 1, 1).bit_length()
+    key = key.long()
+    return key >> (x_bits + rank_bits), (key >> rank_bits) & ((1 << x_bits) - 1), key & ((1 << rank_bits) - 1)
+
+
 def rasterize(
     projected: Projected,
     opacities: Tensor,
@@ -213,87 +298,54 @@ def rasterize(
     width: int,
     height: int,
     background: Tensor | None = None,
-    tile: int = 4,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """Tile-based compositing: each Gaussian is listed in the ``tile``×``tile`` pixel tiles its box
-    touches, lists are sorted by (tile, depth), α over a tile's pixels is one batched product, and each
-    pixel composites only its own hits (α ≥ 1/255), padded to the longest. The box's half-width
-    ``√(2·ln(255·o)·λ_max)`` bounds where ``α ≥ 1/255`` (the reference's 3σ box drops a little more), so
-    it equals ``rasterize_dense``."""
-    device, dtype = colours.device, colours.dtype
+    """Compositing over compacted hits: ``_footprints`` lists each pixel's (pixel, Gaussian) pairs with
+    ``α ≥ 1/255`` near to far, α is recomputed with autograd for those pairs only, transmittance is a
+    per-pixel prefix sum of ``log(1 − α)`` (one float64 cumsum over all pairs, less each pixel's start),
+    and colour, depth and opacity are one segment sum per pixel. Equals ``rasterize_dense``."""
+    dtype = colours.dtype
     background = colours.new_zeros(3) if background is None else background
-    tiles_x, tiles_y = -(-width // tile), -(-height // tile)
-    n_tiles = tiles_x * tiles_y
-    means = projected.means.detach()
-    reach = 2 * torch.log(255 * opacities.detach()).clamp_min(0) * projected.largest_variance
-    radii = reach.sqrt().ceil()
-    lo = ((means - radii[:, None]) / tile).floor().long()
-    hi = ((means + radii[:, None]) / tile).floor().long()
-    lo[:, 0].clamp_(0, tiles_x), lo[:, 1].clamp_(0, tiles_y)
-    hi[:, 0].clamp_(-1, tiles_x - 1), hi[:, 1].clamp_(-1, tiles_y - 1)
-    span = (hi - lo + 1).clamp_min(0)
-    drawn = projected.visible & (opacities.detach() >= ALPHA_MIN)
-    order = torch.argsort(projected.depths.detach(), stable=True)
-    order = order[drawn[order]]  # drawn Gaussians, near to far
-    counts = span[order, 0] * span[order, 1]
-    # (Gaussian, tile) pairs in depth order: the k-th pair of a Gaussian covers tile lo + (k mod w, k div w)
-    first = counts.cumsum(0) - counts
-    pair_gaussian = torch.repeat_interleave(torch.arange(len(order), device=device), counts)
-    k = torch.arange(len(pair_gaussian), device=device) - first[pair_gaussian]
-    box_lo, box_w = lo[order][pair_gaussian], span[order, 0][pair_gaussian].clamp_min(1)
-    tile_id = (box_lo[:, 1] + k // box_w) * tiles_x + box_lo[:, 0] + k % box_w
-    tile_id, by_tile = torch.sort(tile_id, stable=True)  # stable: depth order within a tile
-    per_tile = torch.bincount(tile_id, minlength=n_tiles)
-    slot = torch.arange(len(tile_id), device=device) - (per_tile.cumsum(0) - per_tile)[tile_id]
-    # per drawn Gaussian, its shape (mean, conic, log o: finite, as drawn ones have o ≥ 1/255) and its
-    # look (colour, depth), each with a transparent last row (log o = -1e4) that pads shorter lists
-    shape_rows = torch.cat([projected.means, projected.conics, opacities.log()[:, None]], -1)[order]
-    shape_rows = torch.cat([shape_rows, shape_rows.new_tensor([[0, 0, 0, 0, 0, -1e4]])])
-    look_rows = torch.cat([colours, projected.depths[:, None]], -1)[order]
-    look_rows = torch.cat([look_rows, look_rows.new_zeros(1, 4)])
-    lists = torch.full((n_tiles, max(int(per_tile.max()), 1)), len(order), device=device, dtype=torch.long)
-    lists[tile_id, slot] = pair_gaussian[by_tile]
-    rows = shape_rows[lists]  # (T, K, 6)
-    # log α at a tile's pixel (x, y) (offsets from its first pixel) is a quadratic in x and y: its six
-    # coefficients per (tile, Gaussian) pair, then one batched product with the pixels' monomials.
-    # Offsets stay small, so float32 loses nothing to cancellation.
-    origin = _pixel_grid(tiles_x, tiles_y, device, dtype).reshape(-1, 1, 2) * tile
-    dx, dy = (origin - rows[..., 0:2]).unbind(-1)
-    a, b, c, log_opacity = rows[..., 2], rows[..., 3], rows[..., 4], rows[..., 5]
-    bx_cy = b * dx + c * dy
-    coefficients = torch.stack(
-        [
-            -0.5 * a,
-            -b,
-            -0.5 * c,
-            -(a * dx + b * dy),
-            -bx_cy,
-            log_opacity - 0.5 * a * dx * dx - 0.5 * dy * (bx_cy + b * dx),
-        ],
-        -1,
-    )  # (T, K, 6)
-    x, y = _pixel_grid(tile, tile, device, dtype).reshape(-1, 2).unbind(-1)
-    monomials = torch.stack([x * x, x * y, y * y, x, y, torch.ones_like(x)], -1)  # (tile², 6)
-    # the exponent is ≤ log o (the conic is positive definite); clamped as the reference clamps it
-    alpha = (monomials @ coefficients.transpose(-1, -2)).clamp_max(0.0).exp()  # (T, tile², K)
-    # most of a tile's list misses a given pixel (α < 1/255, skipped by the rules): each pixel keeps its
-    # own hits, in depth order, padded to the longest, and only those are composited
-    hits = alpha.detach() >= ALPHA_MIN
-    pixel, entry = hits.reshape(-1, hits.shape[-1]).nonzero(as_tuple=True)
-    per_pixel = hits.sum(-1).reshape(-1)
-    column = torch.arange(len(pixel), device=device) - (per_pixel.cumsum(0) - per_pixel)[pixel]
-    shape = (len(per_pixel), max(int(per_pixel.max()), 1))
-    index = (pixel, column)
-    hit_alpha = alpha.new_zeros(shape).index_put(index, alpha.reshape(-1, alpha.shape[-1])[pixel, entry])
-    gaussian = lists.new_full(shape, len(order)).index_put(index, lists[pixel // tile**2, entry])
-    looks = look_rows[gaussian]  # (tiles · tile², K', 4)
-    rgb, depth, opacity = _composite(hit_alpha[:, None], looks[..., :3], looks[..., 3], background)
-    shape = (n_tiles, tile * tile)
-    rgb, depth, opacity = rgb.reshape(*shape, 3), depth.reshape(shape), opacity.reshape(shape)
-    image = torch.cat([rgb, depth[..., None], opacity[..., None]], -1)  # (T, tile², 5)
-    image = image.reshape(tiles_y, tiles_x, tile, tile, 5).permute(4, 0, 2, 1, 3)
-    image = image.reshape(5, tiles_y * tile, tiles_x * tile)[:, :height, :width]
-    return image[:3], image[3:4], image[4:5]
+    with torch.no_grad():
+        level, lo, extent = _boxes(projected.means, projected.conics, opacities, width, height)
+        drawn = projected.visible & (opacities >= ALPHA_MIN) & (extent > 0).all(-1)
+        order = drawn.nonzero()[:, 0]  # drawn Gaussians with pixels in the image, then near to far
+        order = order.index_select(0, torch.argsort(projected.depths.index_select(0, order), stable=True))
+        key = _footprints(
+            projected.means.index_select(0, order),
+            projected.conics.index_select(0, order),
+            level.index_select(0, order),
+            lo.index_select(0, order),
+            extent.index_select(0, order),
+            width,
+            height,
+        )
+        y, x, rank = _unpack(key, width, len(order))
+        gaussian = order.index_select(0, rank)
+        pixel = y * width + x
+        counts = torch.bincount(pixel, minlength=width * height)
+    # each per-Gaussian quantity gathered as its own contiguous row (1-D gathers scatter back fast)
+    rows = [*_components(projected.means), *_components(projected.conics), opacities]
+    mx, my, a, b, c, o, red, green, blue, depth = (
+        row.index_select(0, gaussian) for row in [*rows, *_components(colours), projected.depths]
+    )
+    dx, dy = x.to(mx.dtype) - mx, y.to(mx.dtype) - my
+    alpha = o * (dx * (-0.5 * a * dx - b * dy) - 0.5 * c * dy * dy).clamp_max(0.0).exp()
+    alpha = torch.where(alpha < ALPHA_MIN, 0.0, alpha.clamp_max(ALPHA_MAX))  # the search's margin
+    log_keep = torch.log1p(-alpha)
+    # log T after each pair, less its pixel's start: the cumsum before the pixel's first pair (with autograd,
+    # so the earlier pixels' terms cancel in the gradient too)
+    after = torch.cumsum(log_keep.double(), 0)
+    before = torch.cat([after.new_zeros(1), after])
+    start = before.index_select(0, counts.cumsum(0) - counts).index_select(0, pixel)
+    # a pixel stops before the Gaussian that would take its transmittance below 1e-4
+    kept = (after.detach() - start) >= math.log(TRANSMITTANCE_MIN)
+    weights = torch.where(kept, alpha * (before[:-1] - start).to(dtype).exp(), 0.0)  # α·T before it
+    rgb, depth, opacity = (
+        torch.stack([torch.segment_reduce(v, "sum", lengths=counts, unsafe=True) for v in values])
+        for values in ([red * weights, green * weights, blue * weights], [depth * weights], [weights])
+    )  # per pixel: a sum over its pairs
+    rgb = rgb + (1 - opacity) * background[:, None]
+    return rgb.reshape(3, height, width), depth.reshape(1, height, width), opacity.reshape(1, height, width)
 
 
 def render(
@@ -304,12 +356,11 @@ def render(
     sh: Tensor,
     camera: Camera,
     background: Tensor | None = None,
-    tile: int = 4,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """One view of a Gaussian scene: rgb ``(3, H, W)``, expected depth and opacity ``(1, H, W)``."""
     projected = project(means, covariance_3d(quaternions, log_scales), camera)
     directions = torch.nn.functional.normalize(means - camera.centre, dim=-1)
     colours = sh_colour(sh, directions)
     return rasterize(
-        projected, torch.sigmoid(opacity_logits), colours, camera.width, camera.height, background, tile
+        projected, torch.sigmoid(opacity_logits), colours, camera.width, camera.height, background
     )

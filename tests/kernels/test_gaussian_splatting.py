@@ -1,5 +1,5 @@
 """The pure-torch 3DGS renderer: projection against the UAV camera model, closed forms for one Gaussian,
-occlusion order, SH colour, the tiled rasteriser against the dense reference, and gradients."""
+occlusion order, SH colour, the rasteriser against the dense reference, and gradients."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from litlab.datamodules.uav.geometry import Intrinsics, nadir_rotation, project_points
+from litlab.kernels import gaussian_splatting
 from litlab.kernels.gaussian_splatting import (
     SH_C0,
     SH_C1,
@@ -118,18 +119,41 @@ def test_sh_of_higher_degree_ignores_zero_coefficients_and_rejects_bad_shapes() 
         sh_colour(torch.zeros(4, 5, 3), d)
 
 
-@pytest.mark.parametrize("tile", [4, 8, 16])
-def test_tiled_rasterizer_equals_the_dense_reference(tile: int) -> None:
-    camera, scene = _camera(30, 21), _scene(300, seed=1, degree=3)
+@pytest.mark.parametrize(
+    ("seed", "dtype", "scale_shift"),
+    [(1, torch.float32, 0.0), (4, torch.float64, 0.0), (5, torch.float32, 1.5), (6, torch.float32, -1.0)],
+)
+def test_rasterizer_equals_the_dense_reference(seed: int, dtype: torch.dtype, scale_shift: float) -> None:
+    """Small, large (wider than the image: the largest box bucket) and tiny Gaussians, many off the image."""
+    camera, scene = _camera(30, 21, dtype), _scene(300, seed=seed, dtype=dtype, degree=3)
+    scene["log_scales"] = scene["log_scales"] + scale_shift
     projected = project(scene["means"], covariance_3d(scene["quaternions"], scene["log_scales"]), camera)
     opacities = torch.sigmoid(scene["opacity_logits"])
     colours = sh_colour(scene["sh"], torch.nn.functional.normalize(scene["means"] - camera.centre, dim=-1))
-    background = torch.tensor([0.1, 0.2, 0.3])
+    background = torch.tensor([0.1, 0.2, 0.3], dtype=dtype)
     dense = rasterize_dense(projected, opacities, colours, 30, 21, background)
-    tiled = rasterize(projected, opacities, colours, 30, 21, background, tile=tile)
+    sparse = rasterize(projected, opacities, colours, 30, 21, background)
     assert dense[2].amax() > 0.99, "the scene must reach the early-termination rule"
-    for a, b in zip(dense, tiled, strict=True):
+    for a, b in zip(dense, sparse, strict=True):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+def test_the_footprint_search_in_small_chunks_gives_the_same_image(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``BOX_ELEMENTS`` only bounds memory: boxes evaluated a few Gaussians at a time change nothing."""
+    camera, scene = _camera(30, 21), _scene(200, seed=8)
+    scene["log_scales"] = scene["log_scales"] + 0.5
+    whole = render(**scene, camera=camera)
+    monkeypatch.setattr(gaussian_splatting, "BOX_ELEMENTS", 40)
+    for a, b in zip(whole, render(**scene, camera=camera), strict=True):
+        torch.testing.assert_close(a, b)
+
+
+def test_a_scene_with_nothing_in_view_renders_the_background() -> None:
+    camera, scene = _camera(), _scene(5, seed=7)
+    scene["means"] = scene["means"] + torch.tensor([500.0, 0.0, 0.0])
+    rgb, depth, alpha = render(**scene, camera=camera, background=torch.tensor([0.2, 0.4, 0.6]))
+    torch.testing.assert_close(rgb[:, 3, 5], torch.tensor([0.2, 0.4, 0.6]))
+    assert depth.abs().max() == 0 and alpha.abs().max() == 0
 
 
 def test_gaussians_behind_the_camera_are_not_drawn() -> None:
@@ -152,7 +176,7 @@ def test_gradients_match_finite_differences() -> None:
     names = list(scene)
 
     def image(*tensors: torch.Tensor) -> torch.Tensor:
-        rgb, depth, alpha = render(**dict(zip(names, tensors, strict=True)), camera=camera, tile=4)
+        rgb, depth, alpha = render(**dict(zip(names, tensors, strict=True)), camera=camera)
         return torch.cat([rgb, depth, alpha])
 
     inputs = tuple(t.clone().requires_grad_(True) for t in scene.values())
