@@ -4,7 +4,8 @@ Texture on the LiDAR DEM vs 3D Gaussians (``litlab.kernels.gaussian_splatting``)
 flight's own scenes (the texture; Gaussians on the DEM every ``--spacing`` m) and of 20k Gaussians in
 view (the issue's target: ≤ 20 ms), then ``--steps`` RGB-only training steps of each on the nadir
 ``normal`` flight with the held-out PSNR reached and the CPU seconds taken, and last the 20k view again
-with glibc keeping freed memory (``keep_freed_memory``). CPU (process) time, one thread.
+with glibc keeping freed memory (``litlab.core.machine.keep_freed_memory``, what litlab-train and
+litlab-run set by default). CPU (process) time, one thread.
 
 Run:  python benchmarks/skyevents_renderers.py [--steps 60] [--spacing 2.5]
 Writes benchmarks/results/skyevents_renderers.json.
@@ -13,7 +14,6 @@ Writes benchmarks/results/skyevents_renderers.json.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import math
 import os
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from litlab.core.machine import machine_info
+from litlab.core.machine import keep_freed_memory, machine_info
 from litlab.datamodules.events import FlightConfig, load_sequence
 from litlab.datamodules.uav.geometry import nadir_rotation
 from litlab.fitting import Fitter
@@ -58,17 +58,6 @@ def view_times(draw: Callable[[], torch.Tensor], parameters: list[torch.Tensor])
     with torch.no_grad():
         forward = cpu_ms(draw)
     return {"forward_ms": forward, "forward_backward_ms": cpu_ms(backward)}
-
-
-def keep_freed_memory() -> bool:
-    """glibc only: keep freed buffers of up to 64 MB in the heap (``M_MMAP_THRESHOLD``, ``M_TRIM_THRESHOLD``)
-    instead of handing each back to the OS, which makes every render page-fault its 1–2 MB work tensors
-    afresh (system time). Returns whether it was set."""
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:
-        return False
-    return bool(libc.mallopt(-3, 64 << 20)) and bool(libc.mallopt(-1, 128 << 20))
 
 
 def synthetic_gaussians(camera: Camera, n: int, seed: int = 0) -> dict[str, torch.Tensor]:
@@ -128,7 +117,7 @@ def main() -> None:
             "cpu_s": time.process_time() - start,
         }
         print(renderer, results[f"{renderer}_view"], results[f"{renderer}_fit"], flush=True)
-    if keep_freed_memory():  # the 20k view again, the allocator no longer returning freed buffers to the OS
+    if keep_freed_memory(64):  # the 20k view again, the allocator no longer returning freed buffers to the OS
         results["gaussians_20k_view_freed_memory_kept"] = view_times(draw_20k, list(scene.values()))
     results["load_average_at_end"] = list(os.getloadavg())
     RESULTS.mkdir(exist_ok=True)

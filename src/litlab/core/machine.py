@@ -1,7 +1,9 @@
-"""What a benchmark ran on, so its JSON results can be compared across machines."""
+"""What a benchmark ran on, so its JSON results can be compared across machines; process-level settings
+that make CPU work faster on it."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import platform
 from pathlib import Path
@@ -42,3 +44,16 @@ def skip_gpu_probe_on_cpu_machines() -> None:
 
     if torch.cuda.device_count() == 0:
         del os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"]
+
+
+def keep_freed_memory(megabytes: int) -> bool:
+    """glibc only: keep freed buffers of up to ``megabytes`` in the heap (``M_MMAP_THRESHOLD``, and twice
+    that as ``M_TRIM_THRESHOLD``) instead of handing each back to the OS. Otherwise a CPU step's work tensors
+    of a few MB are page-faulted afresh every time (a 48×64 Gaussian-splatting view: 30 ms, 18 of them
+    system time; 19 ms with this). Returns whether both were set (False off glibc)."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return False
+    size = megabytes << 20
+    return bool(libc.mallopt(-3, size)) and bool(libc.mallopt(-1, 2 * size))

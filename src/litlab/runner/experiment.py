@@ -108,9 +108,11 @@ def _seed_and_configure(cfg: DictConfig) -> None:
     import lightning as L
     import torch
 
-    from litlab.core.machine import skip_gpu_probe_on_cpu_machines
+    from litlab.core.machine import keep_freed_memory, skip_gpu_probe_on_cpu_machines
 
     skip_gpu_probe_on_cpu_machines()
+    if cfg.extras.get("keep_freed_memory_mb"):
+        keep_freed_memory(cfg.extras.keep_freed_memory_mb)
     if cfg.get("seed") is not None:
         L.seed_everything(cfg.seed, workers=True, verbose=False)
     if cfg.extras.get("torch_threads"):
