@@ -9,12 +9,14 @@ import sys
 import pytest
 
 FAULTS = """
-import resource, sys, torch
+import resource, sys
 from litlab.core.machine import keep_freed_memory
 if sys.argv[1] == "keep":
     assert keep_freed_memory(64)
-def step():  # a step's work tensors: 0.5-3 MB each, 14 MB alive at once, written, then freed
-    return [torch.ones(n << 17) for n in (1, 2, 3, 4, 5, 6, 7, 8)]
+def step():  # a step's work buffers: 0.5-4 MB each, 18 MB alive at once, every page written, then freed
+    buffers = [bytearray(n << 19) for n in (1, 2, 3, 4, 5, 6, 7, 8)]
+    for b in buffers:
+        b[::4096] = b"\\x01" * len(range(0, len(b), 4096))
 for _ in range(5):  # warm-up: glibc's own dynamic thresholds move after the first frees
     step()
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -25,8 +27,8 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's")
-def test_kept_freed_memory_stops_page_faults_on_reused_work_tensors() -> None:
-    """Twenty steps of a few MB-sized work tensors: glibc's default hands the memory back to the OS after each
+def test_kept_freed_memory_stops_page_faults_on_reused_work_buffers() -> None:
+    """Twenty steps of a few MB-sized work buffers: glibc's default hands the memory back to the OS after each
     step and faults it in afresh; kept, the heap reuses it."""
 
     def faults(mode: str) -> int:
