@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +25,9 @@ from litlab.lm.diffusion import diffusion_generate
 from litlab.lm.generation import generate_text
 from litlab.lm.losses import NLLTerms, causal_nll_terms, diffusion_nll_terms, nll_terms
 from litlab.lm.models import OBJECTIVES, build_lm, is_masked_diffusion, llama_config, load_pretrained
+from litlab.optim import OptimizerFactory, SchedulerFactory, step_scheduled
 
 log = logging.getLogger("litlab")
-
-OptimizerFactory = Callable[..., torch.optim.Optimizer]
-SchedulerFactory = Callable[..., torch.optim.lr_scheduler.LRScheduler]
 
 
 def warmup_cosine(
@@ -242,7 +240,7 @@ class LanguageModel(L.LightningModule):
                 )
             total = int(self.trainer.estimated_stepping_batches)
         scheduler = self.scheduler_factory(optimizer=optimizer, total_steps=total)
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+        return step_scheduled(optimizer, scheduler)
 
     # -- export
     def on_fit_end(self) -> None:

@@ -17,10 +17,9 @@ from litlab.core.errors import LitlabError
 from litlab.methods.adaspec.bases import DecoupledSpectralGNN
 from litlab.methods.adaspec.matrix import AdaSpecMatrix, initial_b
 from litlab.methods.adaspec.network import GraphModel
+from litlab.optim import OptimizerFactory, SchedulerFactory
 
 NetworkFactory = Callable[..., GraphModel]
-OptimizerFactory = Callable[..., torch.optim.Optimizer]
-SchedulerFactory = Callable[..., torch.optim.lr_scheduler.LRScheduler]
 METRICS = ("accuracy", "roc_auc")
 
 

@@ -12,9 +12,7 @@ from matplotlib.figure import Figure
 
 from litlab.methods.bridgedrive.anchors import nearest_anchor, plan_statistics
 from litlab.methods.bridgedrive.planners import Planner
-
-OptimizerFactory = Callable[..., torch.optim.Optimizer]
-SchedulerFactory = Callable[..., torch.optim.lr_scheduler.LRScheduler]
+from litlab.optim import OptimizerFactory, SchedulerFactory, step_scheduled
 
 
 class PlannerModule(L.LightningModule):
@@ -85,10 +83,8 @@ class PlannerModule(L.LightningModule):
 
     def configure_optimizers(self) -> Any:
         optimizer = self.optimizer_factory(params=self.parameters())
-        if self.scheduler_factory is None:
-            return optimizer
-        scheduler = self.scheduler_factory(optimizer)
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+        scheduler = None if self.scheduler_factory is None else self.scheduler_factory(optimizer)
+        return step_scheduled(optimizer, scheduler)
 
     def figures(self, stage: str) -> dict[str, Figure]:
         """Expert plan, sampled plan and (anchored planners) chosen anchor for a few validation scenes."""

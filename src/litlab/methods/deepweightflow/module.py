@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import abc
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +24,7 @@ from litlab.methods.deepweightflow.generative import (
     sample_ddpm,
     sample_flow,
 )
-
-OptimizerFactory = Callable[..., torch.optim.Optimizer]
-SchedulerFactory = Callable[..., torch.optim.lr_scheduler.LRScheduler]
+from litlab.optim import OptimizerFactory, SchedulerFactory, step_scheduled
 
 
 class WeightGenerator(L.LightningModule, abc.ABC):
@@ -145,10 +143,8 @@ class WeightGenerator(L.LightningModule, abc.ABC):
 
     def configure_optimizers(self) -> Any:
         optimizer = self.optimizer_factory(params=self.parameters())
-        if self.scheduler_factory is None:
-            return optimizer
-        scheduler = self.scheduler_factory(optimizer=optimizer)
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+        scheduler = None if self.scheduler_factory is None else self.scheduler_factory(optimizer=optimizer)
+        return step_scheduled(optimizer, scheduler)
 
     def figures(self, stage: str) -> dict[str, Figure]:
         """Histogram of the generated networks' accuracies against the training zoo's."""

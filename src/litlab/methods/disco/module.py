@@ -3,7 +3,7 @@ then DISCo against exact greedy on the encoded corpus at test time."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import lightning as L
@@ -14,8 +14,8 @@ from litlab.core.errors import ConfigError
 from litlab.methods.disco.encoder import TokenEncoder, encode_corpus, maxsim_matrix
 from litlab.methods.disco.evaluate import REFERENCE, SearchSettings, evaluate, exact_methods
 from litlab.methods.disco.index import DiscoIndex
+from litlab.optim import OptimizerFactory
 
-OptimizerFactory = Callable[..., torch.optim.Optimizer]
 COVERAGE_METRICS = ("coverage_ratio", "jaccard", "gold_recall", "speedup", "ms_per_query")
 
 

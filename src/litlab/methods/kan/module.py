@@ -12,9 +12,8 @@ from matplotlib.figure import Figure
 from torch import nn
 
 from litlab.core.errors import ConfigError, LitlabError
+from litlab.optim import OptimizerFactory, SchedulerFactory, step_scheduled
 
-OptimizerFactory = Callable[..., torch.optim.Optimizer]
-SchedulerFactory = Callable[..., torch.optim.lr_scheduler.LRScheduler]
 NetFactory = Callable[..., nn.Module]
 
 
@@ -129,11 +128,8 @@ class Regressor(L.LightningModule):
                 f"{type(self).__name__} has no network yet: call bind_data(data.data_spec()) first"
             )
         optimizer = self.optimizer_factory(params=self.parameters())
-        if self.scheduler_factory is None:
-            return optimizer
-        scheduler = self.scheduler_factory(optimizer=optimizer)
-        # Stepped per optimizer step, so its schedule does not depend on data.steps_per_epoch.
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+        scheduler = None if self.scheduler_factory is None else self.scheduler_factory(optimizer=optimizer)
+        return step_scheduled(optimizer, scheduler)
 
     def figures(self, stage: str) -> dict[str, Figure]:
         """Target, prediction and error maps for 2-D inputs on the test grid."""

@@ -22,7 +22,8 @@ from torch import nn
 
 from litlab.core.errors import ConfigError, LitlabError
 from litlab.datamodules.pde import PDEProblem, ReferenceSolution, ResidualAttention
-from litlab.methods.kan.module import NetFactory, OptimizerFactory, Regressor, SchedulerFactory, relative_l2
+from litlab.methods.kan.module import NetFactory, Regressor, relative_l2
+from litlab.optim import OptimizerFactory, SchedulerFactory
 
 PDEBatch = dict[str, torch.Tensor]
 

@@ -17,9 +17,7 @@ import torch
 from torch import nn
 
 from litlab.core.errors import ConfigError, LitlabError
-
-OptimizerFactory = Callable[..., torch.optim.Optimizer]
-SchedulerFactory = Callable[..., torch.optim.lr_scheduler.LRScheduler]
+from litlab.optim import OptimizerFactory, SchedulerFactory, step_scheduled
 
 
 def _diffusers() -> Any:
@@ -202,10 +200,8 @@ class DiTDiffusion(L.LightningModule):
         if self.net is None:
             raise LitlabError("DiTDiffusion has no network yet: call bind_data(data.data_spec()) first")
         optimizer = self.optimizer_factory(params=self.net.parameters())
-        if self.scheduler_factory is None:
-            return optimizer
-        scheduler = {"scheduler": self.scheduler_factory(optimizer), "interval": "step"}
-        return {"optimizer": optimizer, "lr_scheduler": scheduler}
+        scheduler = None if self.scheduler_factory is None else self.scheduler_factory(optimizer)
+        return step_scheduled(optimizer, scheduler)
 
 
 def save_dit(model: nn.Module, folder: str | Path) -> Path:

@@ -4,14 +4,13 @@ model sample by sample."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import lightning as L
 import torch
 from torch import nn
 
-OptimizerFactory = Callable[..., torch.optim.Optimizer]
+from litlab.optim import OptimizerFactory
 
 
 class ShapeClassifier(nn.Module):

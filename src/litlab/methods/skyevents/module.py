@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 import lightning as L
@@ -16,8 +15,7 @@ from litlab.core.paths import cache_dir
 from litlab.datamodules.events import UAVSequence
 from litlab.methods.skyevents.gta import GEOMETRIES, estimate_offset_gta
 from litlab.methods.skyevents.objective import EventReconstruction
-
-OptimizerFactory = Callable[..., torch.optim.Optimizer]
+from litlab.optim import OptimizerFactory
 
 
 def gta_offset_cached(sequence: UAVSequence, geometry: str = "lidar") -> float:

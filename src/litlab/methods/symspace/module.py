@@ -8,7 +8,7 @@ error summed over pixels, averaged over images.
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import lightning as L
@@ -35,8 +35,8 @@ from litlab.methods.symspace.networks import (
     VectorEncoder,
     mlp,
 )
+from litlab.optim import OptimizerFactory
 
-OptimizerFactory = Callable[..., torch.optim.Optimizer]
 TEST_SETS = ("heldout", "id")
 GSC_SIGNS = ("paper", "code")
 CONDITIONS = ("vec", "exp")

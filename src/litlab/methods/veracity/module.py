@@ -16,8 +16,7 @@ from litlab.core.errors import LitlabError
 from litlab.datamodules.prontoqa import EOS, PAD, VOCAB
 from litlab.lm.models import build_lm, llama_config
 from litlab.methods.veracity.scoring import Batch, tag_ids, tag_logits
-
-OptimizerFactory = Callable[..., torch.optim.Optimizer]
+from litlab.optim import OptimizerFactory, step_scheduled
 
 
 def substrate_config(arch: Mapping[str, Any], max_positions: int = 192) -> Any:
@@ -42,10 +41,7 @@ def _optimizers(
         return optimizer
     if total is None:
         total = int(module.trainer.estimated_stepping_batches)
-    return {
-        "optimizer": optimizer,
-        "lr_scheduler": {"scheduler": scheduler(optimizer, total), "interval": "step"},
-    }
+    return step_scheduled(optimizer, scheduler(optimizer, total))
 
 
 class VeracityLM(L.LightningModule):
