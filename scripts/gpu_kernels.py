@@ -121,12 +121,12 @@ def gaussian_splatting(device: str) -> dict[str, Any]:
         on_device["sh"], torch.nn.functional.normalize(on_device["means"] - cam.centre, dim=-1)
     )
     opacities = torch.sigmoid(on_device["opacity_logits"])
-    tiled = rasterize(projected, opacities, colours, k.width, k.height)
+    splatted = rasterize(projected, opacities, colours, k.width, k.height)
     dense = rasterize_dense(projected, opacities, colours, k.width, k.height)
     cpu = render(**scene, camera=camera("cpu"))
     errors = {
-        "tiled_vs_dense_rgb": _max_error(tiled[0], dense[0]),
-        "tiled_vs_dense_opacity": _max_error(tiled[2], dense[2]),
+        "rasterize_vs_dense_rgb": _max_error(splatted[0], dense[0]),
+        "rasterize_vs_dense_opacity": _max_error(splatted[2], dense[2]),
         "device_vs_cpu_rgb": _max_error(render(**on_device, camera=cam)[0].cpu(), cpu[0]),
     }
     return {"max_errors": errors, "tolerance": TOLERANCE["float32"]}

@@ -41,7 +41,7 @@ def sparsed(result: dict[str, Any]) -> list[str]:
 
 
 def skyevents(result: dict[str, Any]) -> list[str]:
-    lines = [f"skyevents: tiled vs dense {result['tiled_vs_dense_max_error_48x64']}"]
+    lines = [f"skyevents: rasterize vs dense {result['rasterize_vs_dense_max_error_48x64']}"]
     for name, row in result["views"].items():
         lines.append(
             f"  {name}: ms forward {row['forward_ms']:.2f}, forward+backward {row['forward_backward_ms']:.2f}"

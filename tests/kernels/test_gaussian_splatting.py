@@ -148,6 +148,26 @@ def test_the_footprint_search_in_small_chunks_gives_the_same_image(monkeypatch: 
         torch.testing.assert_close(a, b)
 
 
+def test_footprint_keys_past_31_bits_pack_into_int64_and_unpack_to_the_same_pairs() -> None:
+    """Keys hold (y, x, rank) bits; a very wide image needs more than 31 and switches to int64."""
+    gen = torch.Generator().manual_seed(3)
+    n = 40
+    means = 16 + 32 * torch.rand(n, 2, generator=gen)
+    scale = 0.5 + 2 * torch.rand(n, 2, generator=gen)
+    conics = torch.stack([scale[:, 0] ** -2, 0.1 * torch.randn(n, generator=gen), scale[:, 1] ** -2], -1)
+    opacities = 0.05 + 0.9 * torch.rand(n, generator=gen)
+
+    def pairs(width: int) -> tuple[torch.dtype, torch.Tensor]:
+        level, lo, extent = gaussian_splatting._boxes(means, conics, opacities, width, 64)
+        key = gaussian_splatting._footprints(means, conics, level, lo, extent, width, 64)
+        return key.dtype, torch.stack(gaussian_splatting._unpack(key, width, n), -1)
+
+    (narrow_type, narrow), (wide_type, wide) = pairs(64), pairs(1 << 24)  # 6 + 6 + 6 bits; 6 + 24 + 6
+    assert (narrow_type, wide_type) == (torch.int32, torch.int64)
+    assert len(narrow) > 1000
+    torch.testing.assert_close(wide, narrow, rtol=0, atol=0)
+
+
 def test_a_scene_with_nothing_in_view_renders_the_background() -> None:
     camera, scene = _camera(), _scene(5, seed=7)
     scene["means"] = scene["means"] + torch.tensor([500.0, 0.0, 0.0])
