@@ -44,6 +44,16 @@ def _model(
 KINDS = ("continuation", "retrieval")
 
 
+def _recipe(overrides: dict[str, Any] | None) -> Recipe:
+    """The cached model's recipe with ``task.recipe`` overrides (e.g. ``length: 512`` trains and caches a
+    model on 512-token examples)."""
+    fields = set(Recipe.__dataclass_fields__)
+    unknown = sorted(set(overrides or {}) - fields)
+    if unknown:
+        raise ConfigError(f"task.recipe has unknown keys {unknown}; choose from {', '.join(sorted(fields))}")
+    return Recipe(**dict(overrides or {}))
+
+
 def _examples(recipe: Recipe, seed: int, n: int, kind: str = "continuation") -> torch.Tensor:
     """``n`` test examples drawn with data ``seed``: plain filler windows whose last 16 tokens are decoded
     (``continuation``), or retrieval prompts with new needles and questions (``retrieval``)."""
@@ -69,9 +79,10 @@ def evaluate(
     block: int = 16,
     arms: Sequence[str] = tuple(ARMS),
     data_seed: int = 1000,
+    recipe: dict[str, Any] | None = None,
 ) -> TaskOutput:
     """Decode ``n_examples`` prompts of ``kind`` densely and with each SparseD arm; one row per arm."""
-    recipe = Recipe()
+    recipe = _recipe(recipe)
     model, data = _model(ctx, model_path, recipe)
     inputs = _examples(recipe, data_seed, n_examples, kind)
     unknown = sorted(set(arms) - set(ARMS))
@@ -123,12 +134,13 @@ def study(
     rhos: Sequence[float] = (0.1, 0.2, 0.3),
     skips: Sequence[float] = (0.0, 0.1, 0.2, 0.4),
     analysis_examples: int = 8,
+    recipe: dict[str, Any] | None = None,
 ) -> TaskOutput:
     """SparseD's small-scale check: the arms on ``seeds`` example sets of each kind (mean ± sd over sets),
     SparseD at each ρ and s on the first continuation set, and the observations from dense decoding."""
     import matplotlib.pyplot as plt
 
-    recipe = Recipe()
+    recipe = _recipe(recipe)
     model, data = _model(ctx, None, recipe)
     gen = data.gen_length
     per_seed: list[dict[str, Any]] = []
