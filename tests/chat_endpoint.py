@@ -1,5 +1,6 @@
 """A local OpenAI-compatible endpoint for the LLM-backend tests (metacog, Webscale-RL, MGA): each test
-subclasses ``JSONHandler`` with its own ``do_POST`` and serves it with ``serving``."""
+subclasses ``JSONHandler`` with its own ``do_POST`` (or ``RecordingHandler`` with its ``reply``) and serves
+it with ``serving``."""
 
 from __future__ import annotations
 
@@ -31,6 +32,35 @@ class JSONHandler(BaseHTTPRequestHandler):
 
     def log_message(self, *args: object) -> None:
         pass
+
+
+class RecordingHandler(JSONHandler):
+    """Records every request body in ``bodies`` and answers ``reply(body)``; ``fail_next = True`` makes the
+    next request a server error (to test retries and resumption). Serve it with ``recording``."""
+
+    bodies: list[dict[str, Any]] = []
+    fail_next = False
+
+    def reply(self, body: dict[str, Any]) -> Any:
+        raise NotImplementedError
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        body = self.json_body()
+        handler = type(self)
+        handler.bodies.append(body)
+        if handler.fail_next:
+            handler.fail_next = False
+            self.send_error_status()
+            return
+        self.send_json(self.reply(body))
+
+
+@contextmanager
+def recording(handler: type[RecordingHandler]) -> Iterator[str]:
+    """``serving`` with the handler's record emptied and no failure pending."""
+    handler.bodies, handler.fail_next = [], False
+    with serving(handler) as url:
+        yield url
 
 
 @contextmanager

@@ -17,22 +17,13 @@ from litlab.methods.metacog.games import capabilities_queries, load_prompts
 from litlab.methods.metacog.local import LocalLMBackend
 from litlab.methods.metacog.openai_backend import OpenAIBackend
 from litlab.methods.metacog.store import run_queries
-from tests.chat_endpoint import JSONHandler, serving
+from tests.chat_endpoint import RecordingHandler, recording
 
 
-class Endpoint(JSONHandler):
+class Endpoint(RecordingHandler):
     """Answers "B" with first-token log-probs; records every request body; fails once when told to."""
 
-    bodies: list[dict] = []
-    fail_next = False
-
-    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-        body = self.json_body()
-        Endpoint.bodies.append(body)
-        if Endpoint.fail_next:
-            Endpoint.fail_next = False
-            self.send_error_status()
-            return
+    def reply(self, body: dict) -> dict:
         top = [
             {"token": " B", "logprob": -0.1},
             {"token": "A", "logprob": -2.5},
@@ -41,14 +32,12 @@ class Endpoint(JSONHandler):
         ]
         first = {"token": " B", "logprob": -0.1, "top_logprobs": top}
         message = {"role": "assistant", "content": "B"}
-        reply = {"choices": [{"message": message, "logprobs": {"content": [first]}}]}
-        self.send_json(reply)
+        return {"choices": [{"message": message, "logprobs": {"content": [first]}}]}
 
 
 @pytest.fixture
 def endpoint() -> Iterator[str]:
-    Endpoint.bodies, Endpoint.fail_next = [], False
-    with serving(Endpoint) as url:
+    with recording(Endpoint) as url:
         yield url
 
 

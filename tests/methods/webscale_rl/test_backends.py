@@ -27,7 +27,7 @@ from litlab.methods.webscale_rl.stages import (
     rule_identify,
 )
 from litlab.methods.webscale_rl.tasks import procedural_demonstrations
-from tests.chat_endpoint import JSONHandler, serving
+from tests.chat_endpoint import RecordingHandler, recording
 
 CORPUS = make_corpus(30, seed=4)
 
@@ -51,26 +51,15 @@ def _answer(prompt: str) -> dict:
     return {"qualified": "Y" if rule_filter(item)["qualified"] else "N"}
 
 
-class Endpoint(JSONHandler):
-    bodies: list[dict] = []
-    fail_next = False
-
-    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-        body = self.json_body()
-        Endpoint.bodies.append(body)
-        if Endpoint.fail_next:
-            Endpoint.fail_next = False
-            self.send_error_status()
-            return
+class Endpoint(RecordingHandler):
+    def reply(self, body: dict) -> dict:
         content = "```json\n" + json.dumps({"thought": "..."} | _answer(body["messages"][0]["content"]))[:-1]
-        reply = {"choices": [{"message": {"role": "assistant", "content": content + ",\n}\n```"}}]}
-        self.send_json(reply)
+        return {"choices": [{"message": {"role": "assistant", "content": content + ",\n}\n```"}}]}
 
 
 @pytest.fixture
 def endpoint() -> Iterator[str]:
-    Endpoint.bodies, Endpoint.fail_next = [], False
-    with serving(Endpoint) as url:
+    with recording(Endpoint) as url:
         yield url
 
 
