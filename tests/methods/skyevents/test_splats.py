@@ -111,6 +111,18 @@ def test_adapt_follows_the_schedule() -> None:
     assert torch.sigmoid(scene.opacity_logits).max() <= 0.01 + 1e-6
 
 
+def test_density_control_stops_at_half_the_fit() -> None:
+    """A 60-step fit: no densification and no opacity reset after step 30 (a reset at the last step left
+    a 600-step fit's Gaussians transparent: 7.9 dB held out)."""
+    scene, optimizer = _scene_after_one_adam_step()
+    control = DensityControl(start=10, stop=100, densify_every=10, reset_every=60)
+    assert scene.adapt(optimizer, control, step=40, total_steps=60) == {}
+    before = scene.opacity_logits.detach().clone()
+    scene.adapt(optimizer, control, step=60, total_steps=60)
+    torch.testing.assert_close(scene.opacity_logits.detach(), before)
+    assert scene.adapt(optimizer, control, step=40, total_steps=100)["cloned"] == 1
+
+
 @pytest.mark.slow
 def test_density_control_recovers_detail_a_sparse_start_lacks() -> None:
     """Fit 8 nadir views of 600 small Gaussians from 100 of their means (blurred, grey): with density

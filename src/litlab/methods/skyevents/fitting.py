@@ -17,9 +17,11 @@ from litlab.methods.skyevents.objective import EventReconstruction
 class ObjectiveFit(L.LightningModule):
     """What the Fitter trains: ``objective``'s total loss on a batch of frame indices of ``sequence``."""
 
-    def __init__(self, objective: EventReconstruction, sequence: UAVSequence, lr: float) -> None:
+    def __init__(
+        self, objective: EventReconstruction, sequence: UAVSequence, lr: float, total_steps: int
+    ) -> None:
         super().__init__()
-        self.objective, self.sequence, self.lr = objective, sequence, lr
+        self.objective, self.sequence, self.lr, self.total_steps = objective, sequence, lr, total_steps
         self.history: list[float] = []
         self.optimizer: torch.optim.Optimizer | None = None
 
@@ -32,7 +34,7 @@ class ObjectiveFit(L.LightningModule):
         self.objective.scene.after_backward()
 
     def on_train_batch_end(self, outputs: object, batch: torch.Tensor, batch_idx: int) -> None:
-        self.objective.scene.after_step(self.optimizer, len(self.history))
+        self.objective.scene.after_step(self.optimizer, len(self.history), self.total_steps)
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         self.optimizer = torch.optim.Adam(self.objective.scene.parameter_groups(), lr=self.lr)
@@ -57,6 +59,6 @@ def fit(
     seed: int = 0,
 ) -> list[float]:
     """Adam on ``objective`` for ``steps`` random batches of ``train_index``; returns the total losses."""
-    module = ObjectiveFit(objective, sequence, lr)
+    module = ObjectiveFit(objective, sequence, lr, steps)
     fitter.fit(module, frame_batches(train_index, steps, batch_size, seed), max_steps=steps, seed=seed)
     return module.history

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import lightning as L
@@ -58,6 +59,7 @@ class EventReconstructor(L.LightningModule):
         self.offset = offset
         self.gta_geometry = gta_geometry
         self.sequence: UAVSequence | None = None
+        self._total_steps: int | None = None
 
     def resolve_offset(self, sequence: UAVSequence) -> float:
         """The offset the event loss uses, as a number of seconds."""
@@ -97,6 +99,11 @@ class EventReconstructor(L.LightningModule):
     def on_fit_start(self) -> None:
         self.log_offset()
 
+    def on_train_start(self) -> None:
+        """The fit's length in steps, for the Gaussians' density schedule (None when unbounded)."""
+        total = self.trainer.estimated_stepping_batches
+        self._total_steps = int(total) if math.isfinite(total) else None
+
     def log_offset(self) -> None:
         if self.logger is not None:
             self.logger.log_metrics({"offset_ms": 1e3 * self.objective.offset})
@@ -111,7 +118,7 @@ class EventReconstructor(L.LightningModule):
         self.objective.scene.after_backward()
 
     def on_train_batch_end(self, outputs: object, batch: torch.Tensor, batch_idx: int) -> None:
-        self.objective.scene.after_step(self.trainer.optimizers[0], self.global_step)
+        self.objective.scene.after_step(self.trainer.optimizers[0], self.global_step, self._total_steps)
 
     def configure_optimizers(self) -> Any:
         return self.optimizer_factory(params=self.objective.scene.parameter_groups())

@@ -52,7 +52,9 @@ class TextureScene(nn.Module):
     def after_backward(self) -> None:
         """Nothing to record."""
 
-    def after_step(self, optimizer: torch.optim.Optimizer, step: int) -> dict[str, int]:
+    def after_step(
+        self, optimizer: torch.optim.Optimizer, step: int, total_steps: int | None = None
+    ) -> dict[str, int]:
         """Nothing to adapt."""
         return {}
 
@@ -120,8 +122,10 @@ class SplatScene(nn.Module):
     def after_backward(self) -> None:
         self.gaussians.accumulate_gradients()
 
-    def after_step(self, optimizer: torch.optim.Optimizer, step: int) -> dict[str, int]:
-        return self.gaussians.adapt(optimizer, self.control, step)
+    def after_step(
+        self, optimizer: torch.optim.Optimizer, step: int, total_steps: int | None = None
+    ) -> dict[str, int]:
+        return self.gaussians.adapt(optimizer, self.control, step, total_steps)
 
 
 def surface_points(surface: HeightField, spacing: float) -> Tensor:

@@ -6,8 +6,10 @@ normalised device coordinates is averaged over the views that saw it; every ``de
 Gaussian above ``grad_threshold`` is cloned when small (max scale ≤ ``percent_dense`` × scene extent) and
 split in two when large (means drawn from it, scales / 1.6); Gaussians with opacity under ``min_opacity``
 are pruned, and after the first opacity reset also those larger than ``max_world_scale`` × extent;
-opacities are reset to ≤ 0.01 every ``reset_every`` steps. The optimizer's moments follow the parameters
-(zero for new Gaussians), as in the official code. Reconstructed: the extent is the radius of the initial
+opacities are reset to ≤ 0.01 every ``reset_every`` steps. All of it stops at ``stop`` or half the fit,
+whichever comes first (3DGS: 15k of 30k), so the second half only optimises and a fit never ends just after
+an opacity reset. The optimizer's moments follow the parameters (zero for new Gaussians), as in the
+official code. Reconstructed: the extent is the radius of the initial
 points (3DGS uses the cameras'), and the official screen-size pruning (radius > 20 px) is left out.
 """
 
@@ -90,12 +92,20 @@ class GaussianScene(nn.Module):
                 self.grad_views += visible.float()
         self._image_means.clear()
 
-    def adapt(self, optimizer: torch.optim.Optimizer, control: DensityControl, step: int) -> dict[str, int]:
-        """Call after each optimizer step: densify, prune and reset opacities on the 3DGS schedule."""
+    def adapt(
+        self,
+        optimizer: torch.optim.Optimizer,
+        control: DensityControl,
+        step: int,
+        total_steps: int | None = None,
+    ) -> dict[str, int]:
+        """Call after each optimizer step: densify, prune and reset opacities on the 3DGS schedule, which
+        ends at ``control.stop`` or at half of ``total_steps`` (the fit's length), whichever is first."""
+        stop = control.stop if total_steps is None else min(control.stop, total_steps // 2)
         counts: dict[str, int] = {}
-        if control.start <= step < control.stop and step % control.densify_every == 0:
+        if control.start <= step < stop and step % control.densify_every == 0:
             counts = self.densify_and_prune(optimizer, control, prune_large=step > control.reset_every)
-        if 0 < step < control.stop and step % control.reset_every == 0:
+        if 0 < step < stop and step % control.reset_every == 0:
             self.reset_opacity(optimizer)
         return counts
 
