@@ -101,7 +101,8 @@ def test_the_gaussian_renderer_trains_through_the_same_objective(sequence, event
         event_weight=0.0003 if event_loss == "rer" else 0.0,
         renderer="gaussians",
         splat_spacing=5.0,
-        density={"start": 4, "densify_every": 4, "grad_threshold": 1e-5, "max_gaussians": 4000},
+        # density control runs in the first half of the fit: step 2 of 8
+        density={"start": 2, "densify_every": 2, "grad_threshold": 1e-5, "max_gaussians": 4000},
         splat_learning_rates={"sh": 5e-2},
     )
     objective.build(sequence, 0.007)
