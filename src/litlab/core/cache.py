@@ -67,12 +67,18 @@ def cached_json(
             log.warning("cache %s is unreadable (%s); rebuilding it", path, error)
     value = build()
     text = json.dumps({"key": full_key, "value": value}, default=str)
-    _atomic(path, lambda tmp: Path(tmp).write_text(text))
+    write_text_atomic(path, text)
     return value
 
 
 def _key_text(key: Mapping[str, Any]) -> str:
     return json.dumps(key, sort_keys=True, default=str)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all (a killed process leaves the old file or none)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _atomic(path, lambda tmp: Path(tmp).write_text(text))
 
 
 def _atomic(path: Path, write: Callable[[str], None]) -> None:

@@ -13,12 +13,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from litlab.core.cache import write_text_atomic
 from litlab.core.errors import ConfigError
 from litlab.core.jsonl_store import run_stage
 from litlab.core.progress import track
@@ -39,14 +39,6 @@ class StageBackend(Protocol):
     name: str
 
     def run(self, stage: str, items: Sequence[dict[str, Any]]) -> list[dict[str, Any] | None]: ...
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-    os.replace(tmp, path)
 
 
 def slug(domain: str) -> str:
@@ -175,7 +167,7 @@ def run_pipeline(
         qa, counts = process_shard(
             index, part, backends, work_dir, demonstrations, few_shot, checker, batch_size
         )
-        _atomic_write(summary, json.dumps({"qa": qa, "counts": counts}))
+        write_text_atomic(summary, json.dumps({"qa": qa, "counts": counts}))
     pending = [i for i in range(n_shards) if not (work_dir / "shards" / f"shard{i:05d}.json").exists()]
     if pending:
         return {"complete": False, "qa": [], "counts": {}, "pending": pending}
@@ -195,8 +187,8 @@ def run_pipeline(
     dirty = contaminated([f"{p['question']} {p['answer']}" for p in qa], eval_texts, **dict(decontam or {}))
     qa = [p for p, bad in zip(qa, dirty, strict=True) if not bad]
     counts["decontaminated"] = len(qa)
-    _atomic_write(work_dir / "qa.jsonl", "".join(json.dumps(p) + "\n" for p in qa))
-    _atomic_write(work_dir / "counts.json", json.dumps(dict(counts), indent=1))
+    write_text_atomic(work_dir / "qa.jsonl", "".join(json.dumps(p) + "\n" for p in qa))
+    write_text_atomic(work_dir / "counts.json", json.dumps(dict(counts), indent=1))
     return {"complete": True, "qa": qa, "counts": dict(counts), "pending": []}
 
 

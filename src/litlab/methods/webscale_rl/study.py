@@ -31,6 +31,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
+from litlab.core.cache import write_text_atomic  # noqa: E402
 from litlab.core.errors import ConfigError  # noqa: E402
 from litlab.core.progress import track  # noqa: E402
 from litlab.core.results import TaskOutput  # noqa: E402
@@ -288,9 +289,7 @@ def one_seed(ctx: TaskContext, seed: int, cfg: Mapping[str, Any]) -> dict[str, l
         grpo.ties, grpo.rewards = [], []
         fit(grpo, prompt_loader(prompt_records(data), cfg["grpo_batch_size"], seed), budget - warmup)
         curves[arm] = start + sft.curve + grpo.curve
-    partial = saved.with_suffix(".tmp")
-    partial.write_text(json.dumps(curves))
-    partial.replace(saved)  # whole or absent, so a kill never leaves half a seed to read back
+    write_text_atomic(saved, json.dumps(curves))  # whole or absent: a kill never leaves half a seed
     return curves
 
 
