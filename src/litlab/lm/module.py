@@ -25,23 +25,14 @@ from litlab.lm.diffusion import diffusion_generate
 from litlab.lm.generation import generate_text
 from litlab.lm.losses import NLLTerms, causal_nll_terms, diffusion_nll_terms, nll_terms
 from litlab.lm.models import OBJECTIVES, build_lm, is_masked_diffusion, llama_config, load_pretrained
-from litlab.optim import OptimizerFactory, SchedulerFactory, step_scheduled
+from litlab.optim import (
+    OptimizerFactory,
+    SchedulerFactory,
+    step_scheduled,
+    warmup_cosine,  # noqa: F401 (litlab.lm and config targets name it here)
+)
 
 log = logging.getLogger("litlab")
-
-
-def warmup_cosine(
-    optimizer: torch.optim.Optimizer, total_steps: int, warmup_steps: int = 0, min_lr_ratio: float = 0.1
-) -> torch.optim.lr_scheduler.LambdaLR:
-    """Linear warm-up over ``warmup_steps``, then cosine decay to ``min_lr_ratio`` × lr at ``total_steps``."""
-
-    def factor(step: int) -> float:
-        if step < warmup_steps:
-            return (step + 1) / warmup_steps
-        progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
-        return min_lr_ratio + (1 - min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
-
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
 class LanguageModel(L.LightningModule):

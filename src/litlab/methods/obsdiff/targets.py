@@ -21,6 +21,7 @@ from litlab.datamodules.procedural_images import ProceduralImagesDataModule
 from litlab.fitting import Fitter
 from litlab.methods.obsdiff.dit import DiTDiffusion, build_dit, load_dit
 from litlab.methods.obsdiff.evaluation import ClassifierModule, ShapeClassifier
+from litlab.optim import warmup_cosine
 
 VERSION = "1"
 DEFAULT_DIT: dict[str, Any] = {
@@ -84,8 +85,6 @@ def trained_dit(
         data = _data(cfg, cfg["batch_size"])
         schedule = None
         if cfg["lr_schedule"] == "warmup_cosine":  # 5 % linear warm-up, cosine decay to zero
-            from litlab.lm.module import warmup_cosine  # here: the LM substrate imports transformers
-
             steps = cfg["train_steps"]
             schedule = functools.partial(
                 warmup_cosine, total_steps=steps, warmup_steps=steps // 20, min_lr_ratio=0.0
