@@ -101,13 +101,13 @@ def run_methods(
             q = corpus.query(i)
             cpu_ms: dict[str, list[float]] = {name: [] for name in methods}
             wall_ms: dict[str, list[float]] = {name: [] for name in methods}
-            for _ in range(repeats):  # rounds over all methods: no method re-runs on its own warm cache
+            for round_ in range(repeats):  # rounds over all methods: no method re-runs on its own warm cache
                 for name, method in methods.items():
                     cpu, wall = time.process_time(), time.perf_counter()
                     chosen = method(i, q)
                     cpu_ms[name].append(1e3 * (time.process_time() - cpu))
                     wall_ms[name].append(1e3 * (time.perf_counter() - wall))
-                    if len(cpu_ms[name]) == 1:
+                    if round_ == 0:
                         selections[name].append(chosen)
             for name in methods:
                 millis[name].append(min(cpu_ms[name]))
