@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypedDict
 
+from litlab.core.cache import write_text_atomic
 from litlab.core.errors import LitlabError
 
 SCHEMA = "litlab.results/1"
@@ -153,9 +154,7 @@ def write_results(
         "plots": plots,
     }
     path = folder / "results.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(payload, indent=2, sort_keys=True, allow_nan=True) + "\n")
-    tmp.replace(path)
+    write_text_atomic(path, json.dumps(payload, indent=2, sort_keys=True, allow_nan=True) + "\n")
     return path
 
 
