@@ -72,6 +72,17 @@ class Projected:
     visible: Tensor
 
 
+def gsplat_view(camera: Camera) -> tuple[Tensor, Tensor]:
+    """``camera`` in gsplat's terms: world-to-camera ``viewmat (4, 4)`` and intrinsics ``K (3, 3)``, whose
+    principal point is ours + 0.5 (gsplat puts pixel centres at half-integers, we at integers)."""
+    rotation, centre = camera.rotation, camera.centre
+    viewmat = torch.eye(4, device=centre.device, dtype=centre.dtype)
+    viewmat[:3, :3] = rotation.T
+    viewmat[:3, 3] = -rotation.T @ centre
+    intrinsics = [[camera.fx, 0.0, camera.cx + 0.5], [0.0, camera.fy, camera.cy + 0.5], [0.0, 0.0, 1.0]]
+    return viewmat, torch.tensor(intrinsics, device=centre.device, dtype=centre.dtype)
+
+
 def _components(tensor: Tensor, dims: int = 1) -> Tensor:
     """The last ``dims`` axes moved to the front, contiguous: per-component rows, so the arithmetic below
     runs on contiguous ``(N,)`` rows (broadcasts over small trailing axes are slow on a CPU)."""
