@@ -37,10 +37,16 @@ def march(surface: HeightField, origins: torch.Tensor, dirs: torch.Tensor, step:
     s1 = (bottom - oz) / dz
     span = (s1 - s0) * dirs[..., :2].norm(dim=-1)
     n = max(2, math.ceil(float(span.max()) / step) + 1)
-    s = s0[..., None] + (s1 - s0)[..., None] * torch.linspace(0, 1, n, dtype=s0.dtype)
-    points = origins[..., None, :] + s[..., None] * dirs[..., None, :]
-    above = points[..., 2] - surface.height(points[..., :2])
-    first = (above <= 0).float().argmax(dim=-1, keepdim=True).clamp_min(1)
+    s = torch.addcmul(s0[..., None], (s1 - s0)[..., None], torch.linspace(0, 1, n, dtype=s0.dtype))
+    # grid_sample coordinates of every sample, written in place (grid_coords is affine in the ray parameter)
+    x0, x1, y0, y1 = surface.bounds
+    coords = s.new_empty(*s.shape, 2)
+    for axis, (low, high) in enumerate(((x0, x1), (y0, y1))):
+        k = 2 / (high - low)
+        start, slope = k * (origins[..., axis] - low) - 1, k * dirs[..., axis]
+        torch.addcmul(start[..., None], s, slope[..., None], out=coords[..., axis])
+    above = torch.addcmul(oz[..., None], s, dz[..., None]) - sample_grid(surface.heights[None], coords)[0]
+    first = (above <= 0).to(torch.uint8).argmax(dim=-1, keepdim=True).clamp_min(1)
     a0, a1 = above.gather(-1, first - 1), above.gather(-1, first)
     sa, sb = s.gather(-1, first - 1), s.gather(-1, first)
     return (sa + (sb - sa) * a0 / (a0 - a1).clamp_min(1e-9)).squeeze(-1)

@@ -13,7 +13,8 @@ task.renderers.gaussians.batch_size=2 task.renderers.gaussians.steps=150 task.ev
 'task.setups=[a_rgb_only,d_rer_gta]' 'task.seeds=[12,13,14]' extras.torch_threads=1``, 51 s of CPU per
 pair): seed 12 +0.25 / +0.037, seed 13 +0.50 / +0.055, seed 14 +0.48 / +0.054; mean +0.41 / +0.049, sd
 0.14 / 0.011. Margins: mean − 2 sd, rounded down: 0.1 dB and 0.025 SSIM. Seed 21: 20.23 → 20.57 dB,
-0.578 → 0.619 (+0.34 / +0.041); 85 s of fixture at load 2.5 with another job on the second core.
+0.578 → 0.619 (+0.34 / +0.041); 65 s of fixture from a cold cache at load 2.3 (the flight's simulation
+about 25 s of it).
 In the same fits (``gs_study.train_renderer``, one thread) the whole-frame event loss at the GTA offset
 gains less (+0.14 / +0.32 dB on seeds 12 / 13) and without alignment nothing (−0.06 / −0.06 dB). Mutation
 by hand: RER on the event clock as recorded (offset 0, not GTA's) scores 19.64 dB / 0.543 on seed 21,
