@@ -375,3 +375,33 @@ def render(
     return rasterize(
         projected, torch.sigmoid(opacity_logits), colours, camera.width, camera.height, background
     )
+
+
+def render_with_gsplat(
+    means: Tensor,
+    quaternions: Tensor,
+    log_scales: Tensor,
+    opacity_logits: Tensor,
+    sh: Tensor,
+    camera: Camera,
+    background: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    """The same view through ``gsplat.rasterization`` (the `splat` extra; CUDA only): rgb ``(3, H, W)`` and
+    opacity ``(1, H, W)``, to check and time this module against the rasteriser 3DGS users train with."""
+    import gsplat
+
+    viewmat, intrinsics = gsplat_view(camera)
+    colours, alphas, _ = gsplat.rasterization(
+        means,
+        quaternions,
+        log_scales.exp(),
+        torch.sigmoid(opacity_logits),
+        sh,
+        viewmat[None],
+        intrinsics[None],
+        camera.width,
+        camera.height,
+        sh_degree=math.isqrt(sh.shape[-2]) - 1,
+        backgrounds=None if background is None else background[None],
+    )
+    return colours[0].permute(2, 0, 1), alphas[0].permute(2, 0, 1)
