@@ -85,30 +85,39 @@ def agreement(scene: dict[str, torch.Tensor], camera: Camera) -> dict[str, float
     }
 
 
-def view_times(scene: dict[str, torch.Tensor], camera: Camera, repeats: int) -> dict[str, float]:
-    """Forward and forward + backward ms of one view, the Gaussians in front of the image and peak memory."""
+def render_ms(
+    render_view: Callable[..., tuple[torch.Tensor, ...]],
+    scene: dict[str, torch.Tensor],
+    camera: Camera,
+    repeats: int,
+) -> dict[str, float]:
+    """Forward and forward + backward ms of ``render_view(**scene, camera=camera)`` (its first output)."""
     device = scene["means"].device
 
     def forward() -> torch.Tensor:
-        return render(**scene, camera=camera)[0]
+        return render_view(**scene, camera=camera)[0]
 
     def backward() -> None:
         forward().sum().backward()
         for value in scene.values():
             value.grad = None
 
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
     with torch.no_grad():
         forward_ms = device_ms(forward, device, repeats)
+    return {"forward_ms": forward_ms, "forward_backward_ms": device_ms(backward, device, repeats)}
+
+
+def view_times(scene: dict[str, torch.Tensor], camera: Camera, repeats: int) -> dict[str, float]:
+    """Forward and forward + backward ms of one view, the Gaussians in front of the image and peak memory."""
+    device = scene["means"].device
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    row = render_ms(render, scene, camera, repeats)
+    with torch.no_grad():
         projected = project(scene["means"], covariance_3d(scene["quaternions"], scene["log_scales"]), camera)
         size = torch.tensor([camera.width, camera.height], device=device)
         inside = ((projected.means >= 0) & (projected.means < size)).all(-1)
-    row = {
-        "forward_ms": forward_ms,
-        "forward_backward_ms": device_ms(backward, device, repeats),
-        "gaussians_centred_in_image": int((inside & projected.visible).sum()),
-    }
+    row["gaussians_centred_in_image"] = int((inside & projected.visible).sum())
     if device.type == "cuda":
         row["peak_memory_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
     return row
@@ -116,25 +125,13 @@ def view_times(scene: dict[str, torch.Tensor], camera: Camera, repeats: int) -> 
 
 def gsplat_times(scene: dict[str, torch.Tensor], camera: Camera, repeats: int) -> dict[str, float]:
     """The same views through ``gsplat.rasterization``, and its largest RGB difference from ours."""
-    device = scene["means"].device
-
-    def forward() -> torch.Tensor:
-        return render_with_gsplat(**scene, camera=camera)[0]
-
-    def backward() -> None:
-        forward().sum().backward()
-        for value in scene.values():
-            value.grad = None
-
+    row = render_ms(render_with_gsplat, scene, camera, repeats)
     with torch.no_grad():
-        forward_ms = device_ms(forward, device, repeats)
+        theirs = render_with_gsplat(**scene, camera=camera)[0]
         ours = render(**scene, camera=camera)[0]
-        difference = (forward() - ours).abs().max().item()
-    return {
-        "forward_ms": forward_ms,
-        "forward_backward_ms": device_ms(backward, device, repeats),
-        "max_rgb_difference_vs_litlab": difference,  # α clamps differ (gsplat 0.999, 3DGS and litlab 0.99)
-    }
+    # α clamps differ (gsplat 0.999, 3DGS and litlab 0.99)
+    row["max_rgb_difference_vs_litlab"] = (theirs - ours).abs().max().item()
+    return row
 
 
 def main() -> None:
