@@ -59,6 +59,14 @@ def test_fit_equals_a_hand_written_loop() -> None:
         assert torch.equal(ours, theirs)
 
 
+def test_a_zero_step_budget_leaves_the_weights_unchanged() -> None:
+    module = Linear()
+    before = [p.detach().clone() for p in module.parameters()]
+    result = Fitter().fit(module, DataLoader(_data(), batch_size=16), max_steps=0)
+    assert result.steps == 0 and result.epochs == 0
+    assert all(torch.equal(a, b) for a, b in zip(before, module.parameters(), strict=True))
+
+
 def test_validation_history_metrics_and_seeded_shuffling() -> None:
     def run() -> tuple[list[dict[str, float]], torch.Tensor]:
         torch.manual_seed(1)

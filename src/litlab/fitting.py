@@ -285,7 +285,7 @@ class _Loop:
         module.on_fit_start()
         module.on_train_start()
         step = epoch = 0
-        stop = early = False
+        stop, early = max_steps <= 0 or max_epochs <= 0, False  # a zero budget trains nothing
         last: dict[str, float] = {}
         while not stop and epoch < max_epochs:
             module.on_train_epoch_start()
