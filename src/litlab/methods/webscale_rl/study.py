@@ -281,7 +281,9 @@ def one_seed(ctx: TaskContext, seed: int, cfg: Mapping[str, Any]) -> dict[str, l
         data = qa if arm == "sft_grpo" else noisy
         sft = CausalLM(lm, finetune_lr)
         sft.setup_tracking(tokenizer, probe)
-        fit(sft, _loader(_qa_rows(tokenizer, data, cfg["qa_length"]), cfg["batch_size"], seed + 1), warmup)
+        if warmup:  # 0: GRPO straight from the pretrained model, as the paper runs it
+            rows = _qa_rows(tokenizer, data, cfg["qa_length"])
+            fit(sft, _loader(rows, cfg["batch_size"], seed + 1), warmup)
         grpo = TrackedGRPO(
             exact_match_reward, model=lm, tokenizer=tokenizer, stop_strings=("\n",), seed=seed, **cfg["grpo"]
         )
