@@ -7,7 +7,7 @@ import torch
 
 from litlab.lm import build_lm, llama_config
 from litlab.methods.sparsed.analysis import observations, record_importance
-from litlab.methods.sparsed.evaluation import arm_metrics
+from litlab.methods.sparsed.evaluation import arm_metrics, swap_values
 
 
 def test_recorded_importance_covers_every_step_layer_and_head() -> None:
@@ -47,3 +47,11 @@ def test_arm_metrics_count_agreement_and_accuracy() -> None:
         "token_accuracy": 5 / 8,
         "exact_match": 0.5,
     }
+
+
+def test_a_generation_of_the_other_key_scores_as_swapped_not_right() -> None:
+    answers = torch.tensor([[1, 2, 3, 4], [5, 6, 7, 8]])  # two values of two tokens each
+    assert swap_values(answers).tolist() == [[3, 4, 1, 2], [7, 8, 5, 6]]
+    generated = torch.tensor([[3, 4, 1, 2], [5, 6, 7, 0]])  # row 0 answers the keys in the wrong order
+    metrics = arm_metrics(generated, generated, answers, swap_values(answers))
+    assert metrics["token_accuracy"] == 3 / 8 and metrics["swapped_token_accuracy"] == 4 / 8

@@ -25,16 +25,29 @@ ARMS: dict[str, dict[str, Any]] = {
 }
 
 
-def arm_metrics(generated: torch.Tensor, dense: torch.Tensor, answers: torch.Tensor) -> dict[str, float]:
+def arm_metrics(
+    generated: torch.Tensor, dense: torch.Tensor, answers: torch.Tensor, swapped: torch.Tensor | None = None
+) -> dict[str, float]:
     """``(B, G)`` generations → agreement with dense (token share, whole-answer exact match) and accuracy
-    against the true ``answers`` (token share, exact match)."""
+    against the true ``answers`` (token share, exact match); with ``swapped`` (the two asked values in the
+    other order) also the token share that answers the other key: as high as the accuracy when a model
+    copies the needles' values but cannot tell which key was asked."""
     same, right = generated == dense, generated == answers
-    return {
+    metrics = {
         "agreement": same.float().mean().item(),
         "exact_match_dense": same.all(1).float().mean().item(),
         "token_accuracy": right.float().mean().item(),
         "exact_match": right.all(1).float().mean().item(),
     }
+    if swapped is not None:
+        metrics["swapped_token_accuracy"] = (generated == swapped).float().mean().item()
+    return metrics
+
+
+def swap_values(answers: torch.Tensor) -> torch.Tensor:
+    """``(B, 2V)`` answers of two concatenated values → the same values in the other order."""
+    first, second = answers.chunk(2, dim=1)
+    return torch.cat([second, first], dim=1)
 
 
 def compare_arms(
@@ -47,9 +60,11 @@ def compare_arms(
     block: int = 16,
     arms: Mapping[str, Mapping[str, Any]] | None = None,
     batch_size: int = 32,
+    two_values: bool = False,
 ) -> list[dict[str, Any]]:
     """One row per arm (dense first) for the examples ``input_ids (N, P + G)`` whose last ``gen_length``
-    tokens are the answers: the metrics of :func:`arm_metrics`, density, attention cost and seconds."""
+    tokens are the answers: the metrics of :func:`arm_metrics` (with the swapped-value accuracy when the
+    answers are ``two_values``, as in retrieval), density, attention cost and seconds."""
     arms = ARMS if arms is None else arms
     prompts, answers = input_ids[:, :-gen_length], input_ids[:, -gen_length:]
     settings = {"dense": {"attention": "dense"}} | {
@@ -70,12 +85,13 @@ def compare_arms(
             "seconds": time.perf_counter() - start,
         }
     dense = outputs["dense"]["generated"]
+    swapped = swap_values(answers) if two_values else None
     rows = []
     for name, out in outputs.items():
         rows.append(
             {
                 "arm": name,
-                **arm_metrics(out["generated"], dense, answers),
+                **arm_metrics(out["generated"], dense, answers, swapped),
                 "density": out["density"],
                 "attention_cost": out["attention_cost"],
                 "seconds": out["seconds"],

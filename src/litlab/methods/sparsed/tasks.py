@@ -88,7 +88,10 @@ def evaluate(
     unknown = sorted(set(arms) - set(ARMS))
     if unknown:
         raise ConfigError(f"task.arms has unknown arms {unknown}; choose from {', '.join(ARMS)}")
-    rows = compare_arms(model, inputs, data.gen_length, steps, s, rho, block, {a: ARMS[a] for a in arms})
+    chosen = {a: ARMS[a] for a in arms}
+    rows = compare_arms(
+        model, inputs, data.gen_length, steps, s, rho, block, chosen, two_values=kind == "retrieval"
+    )
     metrics = {
         f"{row['arm']}/{key}": row[key] for row in rows for key in ("agreement", "exact_match", "density")
     }
