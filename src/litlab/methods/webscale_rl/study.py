@@ -45,6 +45,7 @@ from litlab.lm import (  # noqa: E402
     exact_match,
     llama_config,
     prompt_loader,
+    score_continuations,
 )
 from litlab.methods.webscale_rl.pipeline import run_pipeline  # noqa: E402
 from litlab.methods.webscale_rl.rl import exact_match_reward, prompt_records, qa_prompt  # noqa: E402
@@ -90,8 +91,12 @@ def probes(
 
 
 def accuracy(model: Any, tokenizer: Any, probe: Probes) -> dict[str, float]:
-    """Greedy closed-book exact match of each probe."""
-    return {k: exact_match(model, tokenizer, p, a, 8)["accuracy"] for k, (p, a) in probe.items()}
+    """Greedy closed-book exact match of each probe, and ``qa_logprob``: the mean log-likelihood of the
+    held-out answers after the QA prompt (finer than 30 exact matches, so it resolves smaller changes)."""
+    scores = {k: exact_match(model, tokenizer, p, a, 8)["accuracy"] for k, (p, a) in probe.items()}
+    prompts, answers = probe["qa"]
+    logprob = score_continuations(model, tokenizer, prompts, [f" {a}" for a in answers])["logprob"]
+    return scores | {"qa_logprob": logprob.mean().item()}
 
 
 class Tracking:
@@ -340,6 +345,7 @@ def rl_study(
                     "tokens": last["tokens"],
                     "qa_acc": last["qa"],
                     "cloze_acc": last["cloze"],
+                    "qa_logprob": last.get("qa_logprob"),
                     "all_tie": last.get("all_tie"),
                     "reward": last.get("reward"),
                     "tokens_to_cpt_acc": reach,
@@ -351,7 +357,8 @@ def rl_study(
     for arm in (*arms, "majority_answer"):
         mine = [r for r in rows if r["arm"] == arm]
         entry = {
-            k: _mean([r[k] for r in mine]) for k in ("tokens", "qa_acc", "cloze_acc", "all_tie", "reward")
+            k: _mean([r[k] for r in mine])
+            for k in ("tokens", "qa_acc", "cloze_acc", "qa_logprob", "all_tie", "reward")
         }
         ratios = [r["tokens_ratio"] for r in mine if r["tokens_ratio"] is not None]
         entry |= {
