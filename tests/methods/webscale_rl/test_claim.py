@@ -1,0 +1,90 @@
+"""Claim test of the tiny-scale RL study, version 4 (README, "Version 4: GRPO from the pretrained model").
+
+The paper: RL (GRPO, binary reward) on the pipeline's QA matches continual pretraining with far fewer tokens.
+What reproduces here, with GRPO run straight from the pretrained model as the paper runs it (no SFT
+warm-up): GRPO on the QA of the training facts raises the model's likelihood of the held-out facts'
+answers, which it never trains on, as continual pretraining on the documents does. Not asserted, because
+they do not reproduce (study and calibration): fewer tokens (GRPO trains on about 2.1x CPT's tokens at
+matched steps), GRPO above CPT (level within the spread), and the checker ablation.
+
+Configuration: the study's at 20 entities, 1000 pretraining steps, 100 steps per arm, diverse rollouts
+(temperature 1.5, groups of 16, 4 prompts per step); seed 6, not a study seed (0-5) nor a calibration seed
+(10-14). Margin: mean - 2 sd over the five calibration seeds, each retrained from scratch. Seed 6 gains
++0.143 nats (CPT +0.887; held-out exact match 0.25 -> 0.35 for both). By hand: zeroing GRPO's reward (gain
+0.0) and shuffling the training answers among the QA pairs (-0.223) each fail it.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from litlab.methods.webscale_rl.study import rl_study
+from litlab.task import TaskContext
+
+CLAIM = {
+    "n_entities": 20,
+    "pages_per_entity": 5,
+    "permute": True,
+    "background_entities": 20,
+    "shots": 3,
+    "noise": 0.2,
+    "vocab_size": 512,
+    "arch": {"hidden_size": 128, "num_layers": 2, "num_heads": 4},
+    "block_size": 128,
+    "doc_batch_size": 8,
+    "qa_length": 48,
+    "batch_size": 16,
+    "lr": 3e-3,
+    "finetune_lr": 3e-4,
+    "pretrain_steps": 1000,
+    "pretrain_eval_every": 1000,
+    "steps": 100,
+    "sft_warmup_steps": 0,
+    "eval_every": 25,
+    "grpo_batch_size": 4,
+    "grpo": {
+        "group_size": 16,
+        "max_new_tokens": 8,
+        "temperature": 1.5,
+        "lr": 1e-4,
+        "kl_coef": 0.0,
+        "clip_eps": 0.2,
+        "num_iterations": 1,
+    },
+}
+SEED = 6  # not a study seed (0-5) nor a calibration seed (10-14)
+
+
+@pytest.fixture(scope="module")
+def curves(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict]]:
+    torch.manual_seed(0)
+    ctx = TaskContext.local(tmp_path_factory.mktemp("claim"))
+    out = rl_study(ctx, seeds=[SEED], arms=["cpt", "sft_grpo"], **CLAIM)
+    rows = out["tables"]["curves"]
+    return {arm: [r for r in rows if r["arm"] == arm] for arm in ("cpt", "sft_grpo")}
+
+
+def _gain_over_evaluations(curve: list[dict]) -> float:
+    """Held-out answer log-likelihood (nats per question, 3-shot QA prompt) averaged over the arm's
+    evaluations after it began training, minus the pretrained model's (its first point)."""
+    after = [p["qa_logprob"] for p in curve[1:]]
+    return sum(after) / len(after) - curve[0]["qa_logprob"]
+
+
+@pytest.mark.slow
+def test_grpo_on_the_pipeline_qa_raises_the_likelihood_of_held_out_answers(
+    curves: dict[str, list[dict]],
+) -> None:
+    # Calibration seeds 10-14: +0.455 / +0.854 / +1.185 / +0.706 / +0.442 nats, 0.728 +- 0.309, margin
+    # mean - 2 sd = 0.11. Zeroing GRPO's reward leaves the weights, hence the gain, at exactly 0.
+    assert _gain_over_evaluations(curves["sft_grpo"]) >= 0.11
+
+
+@pytest.mark.slow
+def test_at_matched_steps_grpo_trains_on_more_tokens_than_continual_pretraining(
+    curves: dict[str, list[dict]],
+) -> None:
+    # Not the paper's "up to 100x fewer tokens": each GRPO step trains on 64 rollouts (prompts and sampled
+    # completions), about 2.1x the tokens of a CPT step on every calibration seed.
+    assert curves["sft_grpo"][-1]["tokens"] > 1.5 * curves["cpt"][-1]["tokens"]
