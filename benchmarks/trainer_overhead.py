@@ -180,8 +180,8 @@ def hand_step_ms(overrides: list[str], steps: int, warmup: int, cuda: bool) -> f
     def batches() -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """The DataModule's loader epoch after epoch, as a hand-written loop iterates it."""
         for epoch in itertools.count():
-            if hasattr(loader.sampler, "set_epoch"):
-                loader.sampler.set_epoch(epoch)
+            if hasattr(loader.batch_sampler, "set_epoch"):  # reaches the DataModule's EpochShuffle
+                loader.batch_sampler.set_epoch(epoch)
             for x, y in loader:
                 yield x.to(device, non_blocking=True), y.to(device, non_blocking=True)
 
