@@ -1,4 +1,5 @@
-"""Claim test of the tiny-scale RL study, version 4 (README, "Version 4: GRPO from the pretrained model").
+"""Claim test of the tiny-scale RL study, version 4 (README: "Version 4: GRPO straight from the pretrained
+model").
 
 The paper: RL (GRPO, binary reward) on the pipeline's QA matches continual pretraining with far fewer tokens.
 What reproduces here, with GRPO run straight from the pretrained model as the paper runs it (no SFT
