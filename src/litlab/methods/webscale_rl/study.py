@@ -1,9 +1,9 @@
 """The tiny-scale RL study: from one tiny LLaMA pretrained on the procedural crawl, at a matched number of
 optimizer steps, (a) continual pretraining on the documents, (b) SFT on the pipeline's QA, (c) a short SFT
-warm-up then GRPO with the exact-match reward, and (d) = (c) on QA made with the checker off. Closed-book
-accuracy on the held-out questions (facts stated only in the documents, decontaminated out of the QA) is
-tracked against the training tokens each arm consumed; a cloze probe (``The <noun> of <name> is``) tells
-knowledge in the weights apart from the question format.
+warm-up (or none, as the paper runs it) then GRPO with the exact-match reward, and (d) = (c) on QA made with
+the checker off. Closed-book accuracy on the held-out questions (facts stated only in the documents,
+decontaminated out of the QA) is tracked against the training tokens each arm consumed; a cloze probe
+(``The <noun> of <name> is``) tells knowledge in the weights apart from the question format.
 
 Every arm is asked the same few-shot prompt (``shots`` training QA pairs about other entities, then the
 held-out question), so the continual-pretraining arm is not penalised for never having seen the format;
