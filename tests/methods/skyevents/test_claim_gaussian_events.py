@@ -31,21 +31,12 @@ from litlab.datamodules.events import FlightConfig, load_sequence
 from litlab.fitting import Fitter
 from litlab.methods.skyevents.gs_study import train_renderer
 from litlab.methods.skyevents.gta import estimate_offset_gta
+from tests.methods.skyevents.flights import OBLIQUE_FLIGHT
 
 SEED = 21
 PSNR_MARGIN = 0.1
 SSIM_MARGIN = 0.025
-FLIGHT = {
-    "seed": SEED,
-    "condition": "blur",
-    "oblique": True,
-    "pitch_deg": 35.0,
-    "altitude": 40.0,
-    "duration": 0.8,
-    "supersample": 2,
-    "event_step": 0.001,
-    "time_offset": 0.01,
-}
+FLIGHT = {**OBLIQUE_FLIGHT, "seed": SEED, "condition": "blur", "time_offset": 0.01}
 GAUSSIANS = {
     "splat_spacing": 2.0,
     "wall_fill": True,

@@ -31,20 +31,11 @@ from litlab.fitting import Fitter
 from litlab.methods.skyevents.fitting import fit
 from litlab.methods.skyevents.objective import EventReconstruction
 from litlab.methods.skyevents.study import held_out
+from tests.methods.skyevents.flights import OBLIQUE_FLIGHT
 
 SEED = 21
 MARGIN = 1.5
-FLIGHT = {
-    "seed": SEED,
-    "condition": "normal",
-    "oblique": True,
-    "pitch_deg": 35.0,
-    "altitude": 40.0,
-    "duration": 0.8,
-    "supersample": 2,
-    "event_step": 0.001,
-    "time_offset": 0.0,
-}
+FLIGHT = {**OBLIQUE_FLIGHT, "seed": SEED, "condition": "normal", "time_offset": 0.0}
 GAUSSIANS = {"splat_spacing": 2.0, "wall_fill": True, "seen_only": True}
 
 
