@@ -40,6 +40,7 @@ from litlab.kernels.gaussian_splatting import (
 )
 
 RESULTS = Path(__file__).resolve().parent / "results"
+GSPLAT_MISSING = "not run: needs a CUDA device and gsplat (pip install -e '.[splat]')"
 SIZES = {"flight_48x64": (48, 64), "evk4_720x1280": (720, 1280)}
 
 
@@ -147,6 +148,7 @@ def main() -> None:
         name: value.to(device).requires_grad_()
         for name, value in synthetic_gaussians(camera_of(48, 64, torch.device("cpu")), args.gaussians).items()
     }
+    gsplat_ready = device.type == "cuda" and importlib.util.find_spec("gsplat") is not None
     result: dict = {
         "benchmark": "skyevents_gpu",
         "machine": machine_info(),
@@ -154,7 +156,7 @@ def main() -> None:
         "torch": torch.__version__,
         "gaussians": args.gaussians,
         "timing": "median of CUDA-synchronised wall time per call after 2 warm-ups",
-        "gsplat": {},
+        "gsplat": {} if gsplat_ready else GSPLAT_MISSING,
         "rasterize_vs_dense_max_error_48x64": agreement(scene, camera_of(48, 64, device)),
         "views": {},
     }
@@ -162,14 +164,12 @@ def main() -> None:
     for name in args.sizes:
         result["views"][name] = view_times(scene, camera_of(*SIZES[name], device), args.repeats)
         print(name, result["views"][name], flush=True)
-        if device.type != "cuda" or importlib.util.find_spec("gsplat") is None:
-            result["gsplat"] = "not run: needs a CUDA device and gsplat (pip install -e '.[splat]')"
-        else:
+        if gsplat_ready:
             try:
                 result["gsplat"][name] = gsplat_times(scene, camera_of(*SIZES[name], device), args.repeats)
             except Exception as error:  # noqa: BLE001 - gsplat builds its kernels on first use; record why it failed
-                result["gsplat"] = f"not run: {type(error).__name__}: {error}"[:500]
-            print("gsplat", name, result["gsplat"], flush=True)
+                result["gsplat"][name] = f"not run: {type(error).__name__}: {error}"[:500]
+            print("gsplat", name, result["gsplat"][name], flush=True)
         args.out.write_text(json.dumps(result | {"load_average": os.getloadavg()}, indent=2) + "\n")
     print(f"wrote {args.out}")
 
