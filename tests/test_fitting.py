@@ -8,6 +8,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from litlab.core.errors import LitlabError
+from litlab.datamodules.base import TensorBatchDataset, batch_loader
 from litlab.fitting import Fitter
 
 
@@ -80,6 +81,23 @@ def test_validation_history_metrics_and_seeded_shuffling() -> None:
     assert {"train/loss", "val/loss", "val/mae"} <= set(history[-1])
     assert history[-1]["val/loss"] < history[0]["val/loss"]
     assert history == history_again and torch.equal(weight, weight_again)
+
+
+class _Recorder(Linear):
+    """Records the rows of every training batch."""
+
+    def training_step(self, batch, batch_idx):
+        self.seen = [*getattr(self, "seen", []), batch[0][:, 0].tolist()]
+        return super().training_step(batch, batch_idx)
+
+
+def test_each_epoch_of_an_epoch_seeded_shuffle_draws_a_new_order() -> None:
+    # batch_loader's EpochShuffle is seeded by (seed, epoch): the order changes only if set_epoch is called.
+    dataset = TensorBatchDataset(torch.arange(24.0).view(8, 3), torch.zeros(8, 1))
+    module = _Recorder()
+    Fitter().fit(module, batch_loader(dataset, 4, shuffle=True, seed=0, num_workers=0), max_epochs=3)
+    epochs = [sum(module.seen[i : i + 2], []) for i in range(0, 6, 2)]
+    assert all(sorted(e) == sorted(epochs[0]) for e in epochs) and len({tuple(e) for e in epochs}) == 3
 
 
 def test_early_stopping_restores_the_best_weights() -> None:
