@@ -1,12 +1,15 @@
-"""The tasks' ``recipe`` option: which cached model they decode."""
+"""The tasks' ``recipe`` option (which cached model they decode) and the study's tables."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
 from litlab.core.errors import ConfigError
 from litlab.methods.sparsed.model import Recipe
-from litlab.methods.sparsed.tasks import _recipe
+from litlab.methods.sparsed.tasks import _recipe, study
+from litlab.task import TaskContext
 
 
 def test_recipe_overrides_change_only_the_named_fields() -> None:
@@ -17,3 +20,19 @@ def test_recipe_overrides_change_only_the_named_fields() -> None:
 def test_an_unknown_recipe_key_is_a_one_line_config_error() -> None:
     with pytest.raises(ConfigError, match=r"task.recipe has unknown keys \['lenght'\]"):
         _recipe({"lenght": 512})
+
+
+def test_the_study_reports_the_swapped_value_accuracy_of_retrieval_only(tmp_path: Path) -> None:
+    out = study(
+        TaskContext.local(tmp_path),
+        seeds=[100],
+        n_examples=4,
+        steps=4,
+        rhos=[0.3],
+        skips=[0.2],
+        analysis_examples=2,
+    )
+    arms = out["tables"]["arms"]
+    assert {r["kind"] for r in arms} == {"continuation", "retrieval"}
+    assert all(("swapped_token_accuracy" in r) == (r["kind"] == "retrieval") for r in arms)
+    assert {r["arm"] for r in arms} >= {"dense", "sparsed"} and len(out["tables"]["sweep"]) == 2

@@ -98,6 +98,9 @@ def evaluate(
     return {"metrics": metrics, "tables": {"arms": rows}}
 
 
+SUMMARY_KEYS = ("agreement", "exact_match_dense", "exact_match", "token_accuracy", "swapped_token_accuracy")
+
+
 def _mean_sd(values: list[float]) -> str:
     sd = statistics.stdev(values) if len(values) > 1 else 0.0
     return f"{statistics.mean(values):.3f} ± {sd:.3f}"
@@ -115,7 +118,8 @@ def _summary(per_seed: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "arm": name,
                     **{
                         key: _mean_sd([r[key] for r in rows])
-                        for key in ("agreement", "exact_match_dense", "exact_match", "token_accuracy")
+                        for key in SUMMARY_KEYS
+                        if key in rows[0]  # the swapped-value accuracy: retrieval rows only
                     },
                     "density": f"{rows[0]['density']:.3f}",
                     "attention_cost": f"{rows[0]['attention_cost']:.3f}",
@@ -148,7 +152,8 @@ def study(
     gen = data.gen_length
     per_seed: list[dict[str, Any]] = []
     for kind, seed in track([(k, sd) for k in kinds for sd in seeds], "example sets"):
-        rows = compare_arms(model, _examples(recipe, seed, n_examples, kind), gen, steps, s, rho, block)
+        inputs = _examples(recipe, seed, n_examples, kind)
+        rows = compare_arms(model, inputs, gen, steps, s, rho, block, two_values=kind == "retrieval")
         per_seed += [{"kind": kind, "seed": seed, **row} for row in rows]
     summary = _summary(per_seed)
     first = _examples(recipe, seeds[0], n_examples)
