@@ -8,9 +8,20 @@ from pathlib import Path
 import pytest
 import torch
 
+from litlab.datamodules.tokenizers import train_bpe, wrap_tokenizer
 from litlab.datamodules.webscale_rl import make_corpus
 from litlab.methods.webscale_rl import study
-from litlab.methods.webscale_rl.study import ARMS, majority_accuracy, probes, rl_study, tokens_to_reach
+from litlab.methods.webscale_rl.rl import qa_prompt
+from litlab.methods.webscale_rl.study import (
+    ARMS,
+    _qa_rows,
+    majority_accuracy,
+    probes,
+    qa_tokens,
+    reach_columns,
+    rl_study,
+    tokens_to_reach,
+)
 from litlab.task import TaskContext
 
 TINY = {
@@ -47,10 +58,16 @@ def test_every_arm_is_tracked_from_the_pretrained_model(tmp_path: Path) -> None:
     )
     for arm in ARMS:
         tokens = [r["tokens"] for r in curves if r["arm"] == arm]
-        assert tokens == sorted(tokens) and tokens[-1] > 0
+        data = [r["data_tokens"] for r in curves if r["arm"] == arm]
+        assert tokens == sorted(tokens) and tokens[-1] > 0 and data == sorted(data) and data[-1] > 0
+    for arm in ("cpt", "sft"):  # imitation trains on exactly its data
+        assert all(r["tokens"] == r["data_tokens"] for r in curves if r["arm"] == arm)
+    for arm in ARMS[2:]:  # GRPO's sampled completions are compute, not data
+        last = [r for r in curves if r["arm"] == arm][-1]
+        assert 0 < last["data_tokens"] < last["tokens"]
     grpo = [r for r in curves if r["arm"].startswith("sft_grpo") and r.get("all_tie") is not None]
     assert grpo and all(0 <= r["all_tie"] <= 1 and 0 <= r["reward"] <= 1 for r in grpo)
-    assert out["figures"]["accuracy_vs_tokens"] is not None
+    assert set(out["figures"]) == {"accuracy_vs_tokens", "accuracy_vs_data_tokens"}
 
 
 def test_the_majority_baseline_answers_each_attribute_with_its_most_frequent_value() -> None:
@@ -91,6 +108,38 @@ def test_tokens_to_reach_is_the_first_trained_point_at_the_target() -> None:
     ]
     assert tokens_to_reach(curve, 0.3) == 20 and tokens_to_reach(curve, 0.0) == 10
     assert tokens_to_reach(curve, 0.45) is None
+
+
+def test_reach_columns_count_both_ways_against_the_tokens_cpt_itself_needed() -> None:
+    cpt = [
+        {"tokens": 0, "data_tokens": 0, "qa": 0.1, "qa_logprob": -4.0},
+        {"tokens": 300, "data_tokens": 300, "qa": 0.3, "qa_logprob": -2.2},
+        {"tokens": 600, "data_tokens": 600, "qa": 0.3, "qa_logprob": -2.0},
+    ]
+    curve = [
+        {"tokens": 0, "data_tokens": 0, "qa": 0.1, "qa_logprob": -4.0},
+        {"tokens": 200, "data_tokens": 20, "qa": 0.3, "qa_logprob": -2.5},
+        {"tokens": 400, "data_tokens": 40, "qa": 0.2, "qa_logprob": -1.9},
+    ]
+    assert reach_columns(curve, cpt) == {
+        "tokens_to_cpt_acc": 200,
+        "tokens_ratio_acc": 1.5,  # CPT first reached its final 0.3 at 300 tokens
+        "data_tokens_to_cpt_acc": 20,
+        "data_tokens_ratio_acc": 15.0,
+        "tokens_to_cpt_logprob": 400,
+        "tokens_ratio_logprob": 1.5,
+        "data_tokens_to_cpt_logprob": 40,
+        "data_tokens_ratio_logprob": 15.0,
+    }
+    assert reach_columns(curve[:2], cpt)["data_tokens_ratio_logprob"] == 0.0  # never reached
+
+
+def test_grpo_data_tokens_of_a_qa_pair_are_the_tokens_sft_trains_on() -> None:
+    qa = [{"question": "Mira is a town. What is the river of Mira?", "answer": "Vint"}] * 2
+    qa += [{"question": "Oso is a lake. What is the fish of Oso?", "answer": "Carp Dell"}]
+    tokenizer = wrap_tokenizer(train_bpe([f"{qa_prompt(p['question'])} {p['answer']}" for p in qa], 300))
+    sft = sum(int(r["attention_mask"].sum()) for r in _qa_rows(tokenizer, qa, 64))
+    assert qa_tokens(tokenizer, [qa_prompt(p["question"]) for p in qa], [p["answer"] for p in qa]) == sft
 
 
 def test_seeds_in_forked_processes_give_the_sequential_result(tmp_path: Path) -> None:

@@ -54,6 +54,7 @@ from litlab.methods.webscale_rl.tasks import procedural_demonstrations  # noqa: 
 from litlab.task import TaskContext  # noqa: E402
 
 ARMS = ("cpt", "sft", "sft_grpo", "sft_grpo_no_checker")
+RATIOS = tuple(f"{c}_ratio_{m}" for m in ("acc", "logprob") for c in ("tokens", "data_tokens"))
 
 
 def _records(batch: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
@@ -100,15 +101,20 @@ def accuracy(model: Any, tokenizer: Any, probe: Probes) -> dict[str, float]:
 
 
 class Tracking:
-    """Mix-in: counts training tokens and, at each validation, records held-out accuracy against them."""
+    """Mix-in: counts training tokens two ways and, at each validation, records held-out accuracy against
+    them. ``tokens``: what the arm's forward passes trained on (compute). ``data_tokens``: the tokens of the
+    training examples the arm drew from its data set (document blocks, QA pairs), the count the paper's
+    "fewer tokens" compares (reconstructed: RL's sampled completions are the model's own, not data)."""
 
-    def setup_tracking(self, tokenizer: Any, probe: Probes, tokens: int = 0) -> None:
-        self.track_tokenizer, self.probe, self.tokens, self.curve = tokenizer, probe, tokens, []
+    def setup_tracking(self, tokenizer: Any, probe: Probes, tokens: int = 0, data_tokens: int = 0) -> None:
+        self.track_tokenizer, self.probe, self.curve = tokenizer, probe, []
+        self.tokens, self.data_tokens = tokens, data_tokens
 
     def record(self) -> None:
         was = self.lm.training
         self.lm.eval()
-        self.curve.append({"tokens": self.tokens, **accuracy(self.lm, self.track_tokenizer, self.probe)})
+        point = {"tokens": self.tokens, "data_tokens": self.data_tokens}
+        self.curve.append(point | accuracy(self.lm, self.track_tokenizer, self.probe))
         self.lm.train(was)
 
     def validation_step(self, batch: Any, batch_idx: int) -> None:
@@ -123,7 +129,8 @@ class CausalLM(Tracking, L.LightningModule):
         self.lm, self.lr = lm, lr
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        self.tokens += int(batch["attention_mask"].sum())
+        seen = int(batch["attention_mask"].sum())
+        self.tokens, self.data_tokens = self.tokens + seen, self.data_tokens + seen
         loss = self.lm(
             input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=batch["labels"]
         ).loss
@@ -135,7 +142,8 @@ class CausalLM(Tracking, L.LightningModule):
 
 
 class TrackedGRPO(Tracking, GRPOModule):
-    """The substrate's GRPOModule, counting the tokens of each rollout (prompts and sampled completions) and
+    """The substrate's GRPOModule, counting the tokens of each rollout (prompts and sampled completions), the
+    data tokens of its QA pairs (each question and reference answer once, as SFT would train on them), and
     recording each rollout's mean reward and share of all-tie groups (no learning signal)."""
 
     def record(self) -> None:
@@ -155,7 +163,17 @@ class TrackedGRPO(Tracking, GRPOModule):
             self.rewards.append(float(r.rewards.mean()))
             prompt = r.attention_mask[:, : r.sequences.shape[1] - r.completion_ids.shape[1]]
             self.tokens += int(prompt.sum() + r.completion_mask.sum())
+            self.data_tokens += qa_tokens(self.track_tokenizer, batch["prompt"], batch["answer"])
         return loss
+
+
+def qa_tokens(tokenizer: Any, prompts: Sequence[str], answers: Sequence[str]) -> int:
+    """Tokens of QA pairs as SFT trains on them: the prompt, `` <answer>`` and a newline, end of sequence."""
+    encode = tokenizer.backend_tokenizer.encode_batch
+    pieces = encode(list(prompts), add_special_tokens=False) + encode(
+        [f" {a}\n" for a in answers], add_special_tokens=False
+    )
+    return sum(len(e.ids) for e in pieces) + len(answers)
 
 
 def _blocks(tokenizer: Any, texts: Sequence[str], block: int) -> list[dict[str, torch.Tensor]]:
@@ -268,11 +286,11 @@ def one_seed(ctx: TaskContext, seed: int, cfg: Mapping[str, Any]) -> dict[str, l
     )
     curves: dict[str, list[dict]] = {"pretrain": run["curve"]}
     curves["majority_answer"] = [
-        {"tokens": 0, "qa": majority_accuracy(qa, run["corpus"]["eval"]), "cloze": 0.0}
+        {"tokens": 0, "data_tokens": 0, "qa": majority_accuracy(qa, run["corpus"]["eval"]), "cloze": 0.0}
     ]
     budget, warmup = cfg["steps"], cfg["sft_warmup_steps"]
     finetune_lr = cfg.get("finetune_lr") or cfg["lr"]  # CPT and SFT after pretraining (GRPO has its own)
-    start = [{"tokens": 0, **accuracy(base, tokenizer, probe)}]
+    start = [{"tokens": 0, "data_tokens": 0, **accuracy(base, tokenizer, probe)}]
     for arm in cfg["arms"]:
         lm = copy.deepcopy(base)
         if arm in ("cpt", "sft"):
@@ -292,7 +310,7 @@ def one_seed(ctx: TaskContext, seed: int, cfg: Mapping[str, Any]) -> dict[str, l
         grpo = TrackedGRPO(
             exact_match_reward, model=lm, tokenizer=tokenizer, stop_strings=("\n",), seed=seed, **cfg["grpo"]
         )
-        grpo.setup_tracking(tokenizer, probe, tokens=sft.tokens)
+        grpo.setup_tracking(tokenizer, probe, tokens=sft.tokens, data_tokens=sft.data_tokens)
         grpo.ties, grpo.rewards = [], []
         fit(grpo, prompt_loader(prompt_records(data), cfg["grpo_batch_size"], seed), budget - warmup)
         curves[arm] = start + sft.curve + grpo.curve
@@ -300,10 +318,28 @@ def one_seed(ctx: TaskContext, seed: int, cfg: Mapping[str, Any]) -> dict[str, l
     return curves
 
 
-def tokens_to_reach(curve: Sequence[Mapping[str, float]], target: float) -> int | None:
-    """Training tokens at an arm's first evaluation after it began training where its held-out QA accuracy
-    is at least ``target`` (at least one question right when ``target`` is 0); None if never."""
-    return next((p["tokens"] for p in curve if p["tokens"] > 0 and p["qa"] >= max(target, 1e-9)), None)
+def tokens_to_reach(
+    curve: Sequence[Mapping[str, float]], target: float, metric: str = "qa", count: str = "tokens"
+) -> int | None:
+    """Training tokens (``count``: ``tokens`` or ``data_tokens``) at an arm's first evaluation after it began
+    training where its held-out ``metric`` (``qa`` accuracy or ``qa_logprob``) is at least ``target`` (at
+    least one question right when the accuracy target is 0); None if never."""
+    floor = max(target, 1e-9) if metric == "qa" else target
+    return next((p[count] for p in curve if p["tokens"] > 0 and p[metric] >= floor), None)
+
+
+def reach_columns(curve: Sequence[Mapping[str, float]], cpt: Sequence[Mapping[str, float]]) -> dict[str, Any]:
+    """Tokens an arm took to reach the continual-pretraining arm's final accuracy and final held-out answer
+    log-likelihood, counted both ways, and ``*_ratio``: the tokens CPT itself took to first reach that value
+    over the arm's (above 1: the arm got there on fewer tokens; 0.0 when the arm never did)."""
+    columns: dict[str, Any] = {}
+    for metric, suffix in (("qa", "acc"), ("qa_logprob", "logprob")):
+        for count in ("tokens", "data_tokens"):
+            reach = tokens_to_reach(curve, cpt[-1][metric], metric, count)
+            columns[f"{count}_to_cpt_{suffix}"] = reach
+            own = tokens_to_reach(cpt, cpt[-1][metric], metric, count) or cpt[-1][count]
+            columns[f"{count}_ratio_{suffix}"] = own / reach if reach else 0.0
+    return columns
 
 
 def _mean(values: Sequence[float | None]) -> float | None:
@@ -333,23 +369,21 @@ def rl_study(
         results = {seed: one_seed(ctx, seed, cfg) for seed in track(seeds, "webscale_rl study seeds")}
     rows, curve_rows = [], []
     for seed, curves in results.items():
-        cpt = curves["cpt"][-1]
         for arm, curve in curves.items():
             last = curve[-1]
             compared = arm in ARMS and arm != "cpt"
-            reach = tokens_to_reach(curve, cpt["qa"]) if compared else None
             rows.append(
                 {
                     "seed": seed,
                     "arm": arm,
                     "tokens": last["tokens"],
+                    "data_tokens": last.get("data_tokens"),
                     "qa_acc": last["qa"],
                     "cloze_acc": last["cloze"],
                     "qa_logprob": last.get("qa_logprob"),
                     "all_tie": last.get("all_tie"),
                     "reward": last.get("reward"),
-                    "tokens_to_cpt_acc": reach,
-                    "tokens_ratio": None if not compared else cpt["tokens"] / reach if reach else 0.0,
+                    **(reach_columns(curve, curves["cpt"]) if compared else {}),
                 }
             )
             curve_rows += [{"seed": seed, "arm": arm, **p} for p in curve]
@@ -358,41 +392,60 @@ def rl_study(
         mine = [r for r in rows if r["arm"] == arm]
         entry = {
             k: _mean([r[k] for r in mine])
-            for k in ("tokens", "qa_acc", "cloze_acc", "qa_logprob", "all_tie", "reward")
+            for k in ("tokens", "data_tokens", "qa_acc", "cloze_acc", "qa_logprob", "all_tie", "reward")
         }
-        ratios = [r["tokens_ratio"] for r in mine if r["tokens_ratio"] is not None]
-        entry |= {
-            "qa_acc_sd": _sd([r["qa_acc"] for r in mine]),
-            "tokens_ratio_min": min(ratios, default=None),
-        }
+        entry["qa_acc_sd"] = _sd([r["qa_acc"] for r in mine])
+        for ratio in RATIOS:
+            entry[f"{ratio}_min"] = min((r[ratio] for r in mine if ratio in r), default=None)
         summary.append({"arm": arm, **entry})
-    figure, axes = plt.subplots(1, 2, figsize=(10, 3.5), sharex=True)
+    metrics = {
+        f"{r['arm']}/{k}": r[k] for r in summary for k in ("qa_acc", "cloze_acc", "tokens", "data_tokens")
+    }
+    for r in summary:
+        if r["arm"] in ARMS[1:]:
+            metrics |= {f"{r['arm']}/{ratio}_min": r[f"{ratio}_min"] for ratio in RATIOS}
+    return {
+        "metrics": metrics,
+        "tables": {"summary": summary, "per_seed": rows, "curves": curve_rows},
+        "figures": {
+            "accuracy_vs_tokens": accuracy_figure(curve_rows, arms, "tokens"),
+            "accuracy_vs_data_tokens": accuracy_figure(curve_rows, arms, "data_tokens"),
+        },
+    }
+
+
+PANELS = {
+    "qa": "closed-book QA accuracy (held-out)",
+    "qa_logprob": "held-out answer log-likelihood (nats)",
+    "cloze": "cloze accuracy (held-out)",
+}
+COUNTS = {
+    "tokens": "training tokens after pretraining (forward passes)",
+    "data_tokens": "data tokens after pretraining (examples drawn)",
+}
+
+
+def accuracy_figure(curve_rows: Sequence[Mapping[str, Any]], arms: Sequence[str], count: str) -> Any:
+    """Each arm's held-out accuracy, answer log-likelihood and cloze accuracy (one line per seed) against
+    its training tokens counted as ``count``."""
+    figure, axes = plt.subplots(1, len(PANELS), figsize=(15, 3.5), sharex=True)
     colours = dict(zip(ARMS, ("tab:grey", "tab:blue", "tab:red", "tab:orange"), strict=True))
+    seeds = list(dict.fromkeys(r["seed"] for r in curve_rows))
     for arm in arms:
-        for seed in results:
+        for seed in seeds:
             points = [p for p in curve_rows if p["arm"] == arm and p["seed"] == seed]
-            for axis, key in zip(axes, ("qa", "cloze"), strict=True):
+            for axis, key in zip(axes, PANELS, strict=True):
                 axis.plot(
-                    [p["tokens"] for p in points],
-                    [p[key] for p in points],
+                    [p[count] for p in points],
+                    [p.get(key) for p in points],
                     color=colours[arm],
                     alpha=0.7,
                     label=arm if seed == seeds[0] else None,
                 )
-    for axis, key in zip(
-        axes, ("closed-book QA accuracy (held-out)", "cloze accuracy (held-out)"), strict=True
-    ):
-        axis.set_xscale("symlog", linthresh=1e4)
-        axis.set_xlabel("training tokens after pretraining")
-        axis.set_ylabel(key)
+    for axis, label in zip(axes, PANELS.values(), strict=True):
+        axis.set_xscale("symlog", linthresh=1e3 if count == "data_tokens" else 1e4)
+        axis.set_xlabel(COUNTS[count])
+        axis.set_ylabel(label)
     axes[0].legend()
     figure.tight_layout()
-    metrics = {f"{r['arm']}/{k}": r[k] for r in summary for k in ("qa_acc", "cloze_acc", "tokens")}
-    for r in summary:
-        if r["arm"] in ARMS[1:]:
-            metrics[f"{r['arm']}/tokens_ratio_min"] = r["tokens_ratio_min"]
-    return {
-        "metrics": metrics,
-        "tables": {"summary": summary, "per_seed": rows, "curves": curve_rows},
-        "figures": {"accuracy_vs_tokens": figure},
-    }
+    return figure
