@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import multiprocessing
 import random
+import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -396,14 +398,15 @@ def rl_study(
         }
         entry["qa_acc_sd"] = _sd([r["qa_acc"] for r in mine])
         for ratio in RATIOS:
-            entry[f"{ratio}_min"] = min((r[ratio] for r in mine if ratio in r), default=None)
+            values = [r[ratio] for r in mine if ratio in r]  # 0.0 on a seed where the arm never got there
+            entry[f"{ratio}_median"] = statistics.median(values) if values else None
         summary.append({"arm": arm, **entry})
     metrics = {
         f"{r['arm']}/{k}": r[k] for r in summary for k in ("qa_acc", "cloze_acc", "tokens", "data_tokens")
     }
     for r in summary:
         if r["arm"] in ARMS[1:]:
-            metrics |= {f"{r['arm']}/{ratio}_min": r[f"{ratio}_min"] for ratio in RATIOS}
+            metrics |= {f"{r['arm']}/{ratio}_median": r[f"{ratio}_median"] for ratio in RATIOS}
     return {
         "metrics": metrics,
         "tables": {"summary": summary, "per_seed": rows, "curves": curve_rows},
@@ -442,8 +445,12 @@ def accuracy_figure(curve_rows: Sequence[Mapping[str, Any]], arms: Sequence[str]
                     alpha=0.7,
                     label=arm if seed == seeds[0] else None,
                 )
+    linthresh = 1e3 if count == "data_tokens" else 1e4
+    top = max((p[count] for p in curve_rows if p["arm"] in arms), default=0)
+    ticks = [0.0] + [10.0**k for k in range(int(math.log10(linthresh)), int(math.log10(max(top, 1))) + 1)]
     for axis, label in zip(axes, PANELS.values(), strict=True):
-        axis.set_xscale("symlog", linthresh=1e3 if count == "data_tokens" else 1e4)
+        axis.set_xscale("symlog", linthresh=linthresh)
+        axis.set_xticks(ticks)  # no decade ticks crowding 0 inside the linear part
         axis.set_xlabel(COUNTS[count])
         axis.set_ylabel(label)
     axes[0].legend()
