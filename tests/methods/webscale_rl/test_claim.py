@@ -5,8 +5,11 @@ The paper: RL (GRPO, binary reward) on the pipeline's QA matches continual pretr
 What reproduces here, with GRPO run straight from the pretrained model as the paper runs it (no SFT
 warm-up): GRPO on the QA of the training facts raises the model's likelihood of the held-out facts'
 answers, which it never trains on, as continual pretraining on the documents does. Not asserted, because
-they do not reproduce (study and calibration): fewer tokens (GRPO trains on about 2.1x CPT's tokens at
-matched steps), GRPO above CPT (level within the spread), and the checker ablation.
+they do not reproduce (study and calibration): fewer forward-pass tokens (GRPO trains on 2.1x CPT's at
+matched steps), GRPO above CPT (level within the spread), and the checker ablation. Counted in data tokens
+(the QA pairs drawn), GRPO draws about 7x fewer than CPT at matched steps (asserted as a count); it reaches
+CPT's final held-out accuracy on 4 of the 5 calibration seeds (3.6x / never / 1.8x / 7.2x / 7.4x fewer data
+tokens than CPT took), too irregular to assert.
 
 Configuration: the study's at 20 entities, 1000 pretraining steps, 100 steps per arm, diverse rollouts
 (temperature 1.5, groups of 16, 4 prompts per step); seed 6, not a study seed (0-5) nor a calibration seed
@@ -83,9 +86,13 @@ def test_grpo_on_the_pipeline_qa_raises_the_likelihood_of_held_out_answers(
 
 
 @pytest.mark.slow
-def test_at_matched_steps_grpo_trains_on_more_tokens_than_continual_pretraining(
+def test_at_matched_steps_grpo_costs_more_compute_but_draws_far_fewer_data_tokens(
     curves: dict[str, list[dict]],
 ) -> None:
-    # Not the paper's "up to 100x fewer tokens": each GRPO step trains on 64 rollouts (prompts and sampled
-    # completions), about 2.1x the tokens of a CPT step on every calibration seed.
-    assert curves["sft_grpo"][-1]["tokens"] > 1.5 * curves["cpt"][-1]["tokens"]
+    # Counts, not the learned effect. Forward passes: each GRPO step trains on 64 rollouts (prompts and
+    # sampled completions), 2.10-2.16x the tokens of a CPT step on the calibration seeds; the paper's "up to
+    # 100x fewer tokens" does not hold for compute. Data drawn (README "Version 4 counted in data tokens"):
+    # 4 QA pairs against 8 document blocks a step, CPT 7.16-7.41x GRPO's on the calibration seeds.
+    grpo, cpt = curves["sft_grpo"][-1], curves["cpt"][-1]
+    assert grpo["tokens"] > 1.5 * cpt["tokens"]
+    assert cpt["data_tokens"] > 5 * grpo["data_tokens"]
