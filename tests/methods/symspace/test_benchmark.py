@@ -1,13 +1,21 @@
-"""The benchmark task runs end to end at a tiny size and writes its table, results and plots."""
+"""The benchmark and sprite-claim tasks run end to end at a tiny size and write their tables, results and
+plots; early stopping keeps the best in-distribution weights."""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
+import pytest
+import torch
 from hydra.utils import instantiate
 from omegaconf import open_dict
 
+from litlab.datamodules.sprites import SpritesDataModule
+from litlab.fitting import Fitter
+from litlab.methods.symspace.benchmark import EarlyStopping, fit, score
+from litlab.methods.symspace.module import VAE
 from litlab.task import TaskContext
 
 
@@ -44,3 +52,51 @@ def test_benchmark_task_writes_table_results_and_grids(compose_config, tmp_path:
     assert 0.0 <= cartan["heldout_k_share"] <= 1.0 and cartan["cartan_orthogonality"] > 0
     assert "heldout_bce" in (tmp_path / "table.md").read_text()
     assert (tmp_path / "plots" / "r2r_case0_heldout.png").exists()
+
+
+def test_the_sprite_claim_stops_early_on_in_distribution_images_and_sets_the_paper_beside_ours(
+    compose_config, tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.setenv("LITLAB_CACHE", str(tmp_path / "cache"))
+    cfg = compose_config(
+        "run",
+        [
+            "task=symspace/sprite_claim",
+            "task.cases=[0]",
+            "task.seeds=[0]",
+            "task.max_steps=6",
+            "task.early_stopping.every=2",
+            "task.early_stopping.patience=1",
+            "task.classifier_epochs=1",
+            "task.data.grid.n_positions=4",
+            "task.data.batch_size=16",
+            "task.models.cartanfm.unet_width=8",
+            "task.models.cartanfm.sample_steps=2",
+        ],
+    )
+    with open_dict(cfg):
+        cfg.task.models = {name: cfg.task.models[name] for name in ("vae", "cartanfm")}
+    instantiate(cfg.task)(TaskContext.local(tmp_path))
+    runs = pd.read_csv(tmp_path / "runs.csv")
+    trained = runs[runs["model"] != "data"]
+    assert sorted(set(zip(trained["split"], trained["model"], strict=True))) == [
+        ("r2e", "cartanfm"),
+        ("r2e", "vae"),
+        ("r2r", "cartanfm"),
+        ("r2r", "vae"),
+    ]
+    assert ((trained["kept_step"] % 2 == 0) & (trained["kept_step"] <= trained["steps"])).all()
+    table = (tmp_path / "paper_vs_ours.md").read_text()
+    assert "7.02" in table and "2.21" in table and "28.81" in table  # the poster's case-0 numbers
+
+
+def test_early_stopping_keeps_the_weights_of_the_best_in_distribution_validation(tmp_path: Path) -> None:
+    data = SpritesDataModule(
+        split="r2r", case=0, grid={"image_size": 16, "n_scales": 2, "n_orientations": 2, "n_positions": 4}
+    )
+    data.setup()
+    module = VAE(image_shape=data.image_shape, optimizer=partial(torch.optim.Adam, lr=1e-3))
+    module, result = fit(Fitter(), module, data, 8, seed=0, stopping=EarlyStopping(every=2, patience=10))
+    scores = {int(row["step"]): row["val/id_bce"] for row in result.history}
+    assert list(scores) == [2, 4, 6, 8] and result.best_step == min(scores, key=scores.get)
+    assert score(module, data, None)[0]["id_bce"] == pytest.approx(scores[result.best_step], rel=1e-4)

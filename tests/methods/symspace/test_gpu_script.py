@@ -1,0 +1,36 @@
+"""The prepared device script of the sprite claim runs its protocol on a CPU (TRAINER=cpu, tiny EXTRA, one
+case) and records each case it ran."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TINY = (
+    "task.seeds=[0] task.classifier_epochs=1 task.max_steps=2 task.early_stopping.every=1 "
+    "task.data.grid.image_size=16 task.models.cartanfm.unet_width=8 task.models.fm_only.unet_width=8 "
+    "task.models.cartanfm.sample_steps=2 task.models.fm_only.sample_steps=2 extras.torch_threads=1"
+)
+
+
+@pytest.mark.slow  # a litlab-run subprocess: 15-55 s
+def test_the_gpu_script_runs_a_case_and_records_it(tmp_path: Path) -> None:
+    root = Path(__file__).parents[3]
+    env = {**os.environ, "TRAINER": "cpu", "CASES": "r2r:0", "EXTRA": TINY, "PYTHON": sys.executable}
+    done = subprocess.run(
+        ["bash", str(root / "scripts" / "gpu_symspace.sh"), str(tmp_path)],
+        env=env,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    cases = json.loads((tmp_path / "cases.json").read_text())
+    assert list(cases) == ["r2r_case0"] and cases["r2r_case0"]["exit_code"] == 0
+    assert "7.02" in (tmp_path / "r2r_case0" / "paper_vs_ours.md").read_text()
