@@ -6,7 +6,7 @@
 # Env: BUDGET (seconds for every case together, default 540), STEPS (max steps per fit, default 4000),
 # CASES (split:case in order, default all six), TRAINER (default gpu; cpu runs the same protocol here), EXTRA
 # (more overrides, e.g. to shrink it for a test).
-# Writes <out>/<split>_case<k>/ (runs.csv, table.md, paper_vs_ours.md, results.json, plots) and <out>/cases.json
+# Writes <out>/<split>_case<k>/ (tables/{runs,table,paper_vs_ours}.{csv,md}, results.json, plots) and <out>/cases.json
 # (each case's exit code and seconds).
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -6,7 +6,6 @@ from __future__ import annotations
 from functools import partial
 from pathlib import Path
 
-import pandas as pd
 import pytest
 import torch
 from hydra.utils import instantiate
@@ -41,16 +40,17 @@ def test_benchmark_task_writes_table_results_and_grids(compose_config, tmp_path:
     with open_dict(cfg):
         kept = ("vae", "cartanfm", "cartanfm_paper_decoder")
         cfg.task.models = {name: cfg.task.models[name] for name in kept}
-    results = instantiate(cfg.task)(TaskContext.local(tmp_path))["metrics"]
+    out = instantiate(cfg.task)(TaskContext.local(tmp_path))
+    results = out["metrics"]
     assert set(results) == {"vae/heldout_bce", "cartanfm/heldout_bce", "cartanfm_paper_decoder/heldout_bce"}
-    runs = pd.read_csv(tmp_path / "runs.csv")
+    runs = out["tables"]["runs"]
     assert list(runs["model"]) == ["data", "vae", "cartanfm", "cartanfm_paper_decoder"]
     data_row = runs.set_index("model").loc["data"]
     assert 0.0 <= data_row["heldout_acc_all"] <= 1.0
     cartan = runs.set_index("model").loc["cartanfm"]
     assert 0.0 <= cartan["mirror_in_heldout"] <= 1.0 and cartan["cartan_residual_pp"] > 0
     assert 0.0 <= cartan["heldout_k_share"] <= 1.0 and cartan["cartan_orthogonality"] > 0
-    assert "heldout_bce" in (tmp_path / "table.md").read_text()
+    assert "heldout_bce" in out["tables"]["table"].columns
     assert (tmp_path / "plots" / "r2r_case0_heldout.png").exists()
 
 
@@ -76,8 +76,8 @@ def test_the_sprite_claim_stops_early_on_in_distribution_images_and_sets_the_pap
     )
     with open_dict(cfg):
         cfg.task.models = {name: cfg.task.models[name] for name in ("vae", "cartanfm")}
-    instantiate(cfg.task)(TaskContext.local(tmp_path))
-    runs = pd.read_csv(tmp_path / "runs.csv")
+    tables = instantiate(cfg.task)(TaskContext.local(tmp_path))["tables"]
+    runs = tables["runs"]
     trained = runs[runs["model"] != "data"]
     assert sorted(set(zip(trained["split"], trained["model"], strict=True))) == [
         ("r2e", "cartanfm"),
@@ -86,8 +86,12 @@ def test_the_sprite_claim_stops_early_on_in_distribution_images_and_sets_the_pap
         ("r2r", "vae"),
     ]
     assert ((trained["kept_step"] % 2 == 0) & (trained["kept_step"] <= trained["steps"])).all()
-    table = (tmp_path / "paper_vs_ours.md").read_text()
-    assert "7.02" in table and "2.21" in table and "28.81" in table  # the poster's case-0 numbers
+    paper = tables["paper_vs_ours"].set_index(["split", "model"])["paper_heldout_bce"]
+    assert (paper[("r2r", "cartanfm")], paper[("r2e", "cartanfm")], paper[("r2r", "vae")]) == (
+        7.02,
+        2.21,
+        28.81,
+    )
 
 
 def test_early_stopping_keeps_the_weights_of_the_best_in_distribution_validation(tmp_path: Path) -> None:

@@ -33,4 +33,4 @@ def test_the_gpu_script_runs_a_case_and_records_it(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     cases = json.loads((tmp_path / "cases.json").read_text())
     assert list(cases) == ["r2r_case0"] and cases["r2r_case0"]["exit_code"] == 0
-    assert "7.02" in (tmp_path / "r2r_case0" / "paper_vs_ours.md").read_text()
+    assert "7.02" in (tmp_path / "r2r_case0" / "tables" / "paper_vs_ours.csv").read_text()

@@ -237,7 +237,7 @@ def paper_vs_ours(runs: pd.DataFrame) -> pd.DataFrame:
                 "split": split,
                 "case": case,
                 "model": model,
-                "paper_heldout_bce": paper[int(case)] if paper else None,
+                "paper_heldout_bce": paper[int(case)] if paper else "–",  # not in the poster
                 "ours_heldout_bce": f"{values.mean():.2f}{sd}",
                 "seeds": len(values),
             }
@@ -256,8 +256,8 @@ def symspace_benchmark(
     data: dict | None = None,
     early_stopping: Mapping[str, int] | None = None,
 ) -> TaskOutput:
-    """Write runs.csv, table.md (mean over seeds), paper_vs_ours.md, results.json and held-out
-    reconstruction grids for every split × case. ``early_stopping`` ({every, patience}): see
+    """Tables ``runs`` (every fit), ``table`` (mean over seeds) and ``paper_vs_ours``, and held-out
+    reconstruction grids, for every split × case. ``early_stopping`` ({every, patience}): see
     :class:`EarlyStopping`; without it every model trains ``max_steps`` steps.
 
     Returns ``<model>/heldout_bce`` averaged over splits, cases and seeds.
@@ -280,13 +280,11 @@ def symspace_benchmark(
             originals, _ = split_tensors(datamodule, "test")
             save_figure(reconstruction_grid(originals, examples), output_dir, f"{split}_case{case}_heldout")
     runs = pd.concat(frames, ignore_index=True)
-    runs.to_csv(output_dir / "runs.csv", index=False)
     table = runs.drop(columns="seed").groupby(["split", "case", "model"], sort=False).mean().reset_index()
-    (output_dir / "table.md").write_text(table.round(3).to_markdown(index=False))
-    (output_dir / "paper_vs_ours.md").write_text(paper_vs_ours(runs).to_markdown(index=False))
     log.info("\n%s", table.round(3).to_string(index=False))
     trained = runs[runs["model"] != "data"]
     results = {
         f"{m}/heldout_bce": float(v) for m, v in trained.groupby("model")["heldout_bce"].mean().items()
     }
-    return {"metrics": results}
+    tables = {"runs": runs, "table": table.round(3), "paper_vs_ours": paper_vs_ours(runs)}
+    return {"metrics": results, "tables": tables}
