@@ -3,11 +3,13 @@ counts grow, GRPO arms report rewards and all-tie shares, and the summary covers
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 import torch
 
+from litlab.core.errors import ConfigError
 from litlab.datamodules.tokenizers import train_bpe, wrap_tokenizer
 from litlab.datamodules.webscale_rl import make_corpus
 from litlab.methods.webscale_rl import study
@@ -160,3 +162,11 @@ def test_a_rerun_reads_finished_seeds_back_and_evaluates_pretraining_as_told(
 
     monkeypatch.setattr(study, "pretrained", retrain)
     assert rl_study(ctx, seeds=[3], pretrain_eval_every=4, **TINY)["tables"] == first
+
+
+def test_a_rerun_over_curves_without_data_tokens_is_a_one_line_error(tmp_path: Path) -> None:
+    old = {"cpt": [{"tokens": 0, "qa": 0.1, "cloze": 0.0}]}
+    (tmp_path / "seed3").mkdir()
+    (tmp_path / "seed3" / "curves.json").write_text(json.dumps(old))
+    with pytest.raises(ConfigError, match="predates data-token counting"):
+        rl_study(TaskContext.local(tmp_path), seeds=[3], **TINY)

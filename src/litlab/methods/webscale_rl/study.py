@@ -281,7 +281,10 @@ def one_seed(ctx: TaskContext, seed: int, cfg: Mapping[str, Any]) -> dict[str, l
     back."""
     saved = ctx.output_dir / f"seed{seed}" / "curves.json"
     if saved.is_file():
-        return json.loads(saved.read_text())
+        curves = json.loads(saved.read_text())
+        if "data_tokens" not in curves["cpt"][-1]:
+            raise ConfigError(f"{saved} predates data-token counting; rerun the study with a new run_id")
+        return curves
     run = pretrained(ctx, seed, cfg)
     qa, noisy, tokenizer, base, docs, probe, fit = (
         run[k] for k in ("qa", "noisy", "tokenizer", "base", "docs", "probe", "fit")
