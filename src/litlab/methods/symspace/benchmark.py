@@ -50,20 +50,16 @@ def fit(
     stopping: EarlyStopping | None = None,
 ) -> tuple[ReconstructionModule, FitResult]:
     """Train ``module`` on the set-up ``data``'s training split for at most ``max_steps`` seeded steps."""
-    if stopping is None:
-        result = fitter.fit(module, data.train_dataloader(), max_steps=max_steps, seed=seed)
-    else:
-        result = fitter.fit(
-            module,
-            data.train_dataloader(),
-            data.val_dataloader(),
-            max_steps=max_steps,
-            val_every_n_steps=stopping.every,
-            monitor="val/id_bce",
-            patience=stopping.patience,
-            restore_best=True,
-            seed=seed,
-        )
+    validation: dict = {}
+    if stopping is not None:
+        validation = {
+            "val": data.val_dataloader(),
+            "val_every_n_steps": stopping.every,
+            "monitor": "val/id_bce",
+            "patience": stopping.patience,
+            "restore_best": True,
+        }
+    result = fitter.fit(module, data.train_dataloader(), max_steps=max_steps, seed=seed, **validation)
     return module.eval(), result
 
 
