@@ -6,6 +6,7 @@ from __future__ import annotations
 from functools import partial
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 from hydra.utils import instantiate
@@ -13,13 +14,14 @@ from omegaconf import open_dict
 
 from litlab.datamodules.sprites import SpritesDataModule
 from litlab.fitting import Fitter
+from litlab.methods.symspace import benchmark
 from litlab.methods.symspace.benchmark import EarlyStopping, fit, score
 from litlab.methods.symspace.module import VAE
 from litlab.task import TaskContext
 
 
-def test_benchmark_task_writes_table_results_and_grids(compose_config, tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv("LITLAB_CACHE", str(tmp_path / "cache"))
+def _tiny_benchmark(compose_config):
+    """The benchmark task at a tiny size, with VAE and two CartanFM variants on R2R case 0."""
     cfg = compose_config(
         "run",
         [
@@ -40,7 +42,12 @@ def test_benchmark_task_writes_table_results_and_grids(compose_config, tmp_path:
     with open_dict(cfg):
         kept = ("vae", "cartanfm", "cartanfm_paper_decoder")
         cfg.task.models = {name: cfg.task.models[name] for name in kept}
-    out = instantiate(cfg.task)(TaskContext.local(tmp_path))
+    return instantiate(cfg.task)
+
+
+def test_benchmark_task_writes_table_results_and_grids(compose_config, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("LITLAB_CACHE", str(tmp_path / "cache"))
+    out = _tiny_benchmark(compose_config)(TaskContext.local(tmp_path))
     results = out["metrics"]
     assert set(results) == {"vae/heldout_bce", "cartanfm/heldout_bce", "cartanfm_paper_decoder/heldout_bce"}
     runs = out["tables"]["runs"]
@@ -52,6 +59,25 @@ def test_benchmark_task_writes_table_results_and_grids(compose_config, tmp_path:
     assert 0.0 <= cartan["heldout_k_share"] <= 1.0 and cartan["cartan_orthogonality"] > 0
     assert "heldout_bce" in out["tables"]["table"].columns
     assert (tmp_path / "plots" / "r2r_case0_heldout.png").exists()
+
+
+def test_a_rerun_in_the_same_folder_trains_only_the_fits_not_yet_saved(
+    compose_config, tmp_path: Path, monkeypatch
+) -> None:
+    """A killed study resumed with ``resume=auto`` keeps its finished fits and gives the same tables."""
+    monkeypatch.setenv("LITLAB_CACHE", str(tmp_path / "cache"))
+    task = _tiny_benchmark(compose_config)
+    first = task(TaskContext.local(tmp_path))["tables"]["runs"]
+    fits = tmp_path / "fits" / "r2r_case0"
+    (fits / "cartanfm_seed0.json").unlink()  # killed while this fit was training
+    trained = []
+    real_fit = benchmark.fit
+    monkeypatch.setattr(
+        benchmark, "fit", lambda fitter, module, *a: trained.append(module) or real_fit(fitter, module, *a)
+    )
+    again = task(TaskContext.local(tmp_path))["tables"]["runs"]
+    assert [type(m).__name__ for m in trained] == ["CartanFM"]
+    pd.testing.assert_frame_equal(first, again)
 
 
 def test_the_sprite_claim_stops_early_on_in_distribution_images_and_sets_the_paper_beside_ours(

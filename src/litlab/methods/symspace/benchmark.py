@@ -9,6 +9,7 @@ CartanFM variants) the Cartan residuals of the learnt bases, and the paper's hel
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -156,52 +157,89 @@ def run_case(
     max_steps: int,
     classifier_epochs: int = 0,
     stopping: EarlyStopping | None = None,
+    fits_dir: Path | None = None,
 ) -> tuple[pd.DataFrame, dict[str, torch.Tensor], SpritesDataModule]:
     """Train and score every model × seed on one split; rows of scores (with the steps trained and, under
-    early stopping, the step of the weights kept), and held-out recons of seed 0."""
+    early stopping, the step of the weights kept), and seed 0's reconstructions of the held-out images
+    picked by :func:`grid_pick`. With ``fits_dir``, every finished fit is saved there and read back instead
+    of trained again (a killed study rerun with ``resume=auto`` loses at most the fit under way)."""
     data = SpritesDataModule(**data_kwargs)
     data.setup()
-    classifier = None
-    if classifier_epochs:
-        classifier = full_grid_classifier(fitter, data, classifier_epochs, seeds[0])
-    image_shape = data.image_shape
-    rows, examples = [], {}
-    if classifier is not None:
-        rows.append(
-            {"split": data.split, "case": data.case, "model": "data", **classifier_on_data(data, classifier)}
-        )
+    if fits_dir is not None:
+        fits_dir.mkdir(parents=True, exist_ok=True)
     jobs = [(name, seed) for seed in seeds for name in models]
-    for name, seed in track(jobs, description=f"{data.split} case {data.case}"):
-        torch.manual_seed(seed)
-        module, fitted = fit(fitter, models[name](image_shape=image_shape), data, max_steps, seed, stopping)
-        results, recon = score(module, data, classifier)
-        kept = fitted.best_step if fitted.best_step is not None else fitted.steps
-        rows.append(
-            {
+    saved = {job: _saved_fit(fits_dir, *job) for job in jobs}
+    classifier = None
+    if classifier_epochs and not all(saved.values()):
+        classifier = full_grid_classifier(fitter, data, classifier_epochs, seeds[0])
+    rows, examples = [], {}
+    if classifier_epochs:
+        data_row = fits_dir / "data.json" if fits_dir else None
+        if data_row is not None and data_row.is_file():
+            rows.append(json.loads(data_row.read_text()))
+        else:
+            row = {
                 "split": data.split,
                 "case": data.case,
-                "model": name,
-                "seed": seed,
-                "steps": fitted.steps,
-                "kept_step": kept,
-                **results,
+                "model": "data",
+                **classifier_on_data(data, classifier),
             }
-        )
+            _save_json(data_row, row)
+            rows.append(row)
+    pick = grid_pick(len(split_tensors(data, "test")[0]))
+    for name, seed in track(jobs, description=f"{data.split} case {data.case}"):
+        if saved[(name, seed)] is not None:
+            row, recon = saved[(name, seed)]
+        else:
+            torch.manual_seed(seed)
+            module, fitted = fit(
+                fitter, models[name](image_shape=data.image_shape), data, max_steps, seed, stopping
+            )
+            results, full_recon = score(module, data, classifier)
+            kept = fitted.best_step if fitted.best_step is not None else fitted.steps
+            row = {"split": data.split, "case": data.case, "model": name, "seed": seed}
+            row |= {"steps": fitted.steps, "kept_step": kept, **results}
+            recon = full_recon[pick]
+            if fits_dir is not None:
+                torch.save(recon, fits_dir / f"{name}_seed{seed}.pt")
+                _save_json(fits_dir / f"{name}_seed{seed}.json", row)
+        rows.append(row)
         if seed == seeds[0]:
             examples[name] = recon
     return pd.DataFrame(rows), examples, data
 
 
-def reconstruction_grid(
-    originals: torch.Tensor, examples: dict[str, torch.Tensor], n: int = 10
-) -> plt.Figure:
-    """One row of held-out originals, then one row per model of its reconstructions."""
-    pick = torch.linspace(0, len(originals) - 1, min(n, len(originals))).long()
+def _save_json(path: Path | None, row: dict) -> None:
+    """Write one result row atomically (a partial file never reads as a finished fit)."""
+    if path is None:
+        return
+    tmp = path.with_suffix(".partial")
+    tmp.write_text(json.dumps(row))
+    tmp.replace(path)
+
+
+def _saved_fit(fits_dir: Path | None, name: str, seed: int) -> tuple[dict, torch.Tensor] | None:
+    """A finished fit's row and picked reconstructions from ``fits_dir``, or None."""
+    if fits_dir is None or not (fits_dir / f"{name}_seed{seed}.json").is_file():
+        return None
+    row = json.loads((fits_dir / f"{name}_seed{seed}.json").read_text())
+    return row, torch.load(fits_dir / f"{name}_seed{seed}.pt")
+
+
+def grid_pick(n_images: int, n: int = 10) -> torch.Tensor:
+    """Indices of the ``n`` evenly spaced held-out images the reconstruction grid shows."""
+    return torch.linspace(0, n_images - 1, min(n, n_images)).long()
+
+
+def reconstruction_grid(originals: torch.Tensor, examples: dict[str, torch.Tensor]) -> plt.Figure:
+    """One row of held-out originals, then one row per model of its reconstructions (same images)."""
     rows = {"held-out": originals, **examples}
-    fig, axes = plt.subplots(len(rows), len(pick), figsize=(1.1 * len(pick), 1.15 * len(rows)), squeeze=False)
+    fig, axes = plt.subplots(
+        len(rows), len(originals), figsize=(1.1 * len(originals), 1.15 * len(rows)), squeeze=False
+    )
     for r, (name, images) in enumerate(rows.items()):
-        for c, i in enumerate(pick.tolist()):
-            axes[r, c].imshow(images[i].permute(1, 2, 0).squeeze(-1), cmap="gray", vmin=0, vmax=1)
+        for c in range(len(originals)):
+            axes[r, c].imshow(images[c].permute(1, 2, 0).squeeze(-1), cmap="gray", vmin=0, vmax=1)
             axes[r, c].set_xticks([])
             axes[r, c].set_yticks([])
         axes[r, 0].set_ylabel(name, fontsize=7, rotation=0, ha="right", va="center")
@@ -271,10 +309,12 @@ def symspace_benchmark(
                 max_steps,
                 classifier_epochs,
                 stopping,
+                fits_dir=output_dir / "fits" / f"{split}_case{case}",
             )
             frames.append(frame)
             originals, _ = split_tensors(datamodule, "test")
-            save_figure(reconstruction_grid(originals, examples), output_dir, f"{split}_case{case}_heldout")
+            grid = reconstruction_grid(originals[grid_pick(len(originals))], examples)
+            save_figure(grid, output_dir, f"{split}_case{case}_heldout")
     runs = pd.concat(frames, ignore_index=True)
     table = runs.drop(columns="seed").groupby(["split", "case", "model"], sort=False).mean().reset_index()
     log.info("\n%s", table.round(3).to_string(index=False))
