@@ -8,7 +8,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from litlab.core.paths import shipped_data_dir
+from litlab.core.paths import cache_dir, shipped_data_dir
 from litlab.methods.sparsed import model as sparsed_model
 
 
@@ -23,8 +23,33 @@ def test_a_cold_cache_gets_the_shipped_model_of_the_default_recipe(
 
     monkeypatch.setattr(sparsed_model, "train", no_training)
     model, tokenizer = sparsed_model.pretrained()
-    shipped = load_file(next(shipped_data_dir("sparsed").glob("*/hf_model/model.safetensors")))
+    key = cache_dir("sparsed", sparsed_model.cache_key(sparsed_model.Recipe())).name
+    shipped = load_file(shipped_data_dir("sparsed") / key / "hf_model" / "model.safetensors")
     loaded = model.state_dict()
     assert all(torch.equal(loaded[name], value) for name, value in shipped.items())
     assert model.config.num_hidden_layers == sparsed_model.Recipe().num_layers and tokenizer is not None
     assert not any(tmp_path.rglob("hf_model.partial"))
+
+
+def test_a_recipe_with_an_init_fine_tunes_that_recipes_model_trained_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The chain trains from the bottom: the init's model is cached, then loaded as the fine-tune's start."""
+    monkeypatch.setenv("LITLAB_CACHE", str(tmp_path))
+    tiny = {"hidden_size": 16, "num_layers": 1, "num_heads": 2, "n_train": 8, "batch_size": 4, "steps": 2}
+    base = sparsed_model.Recipe(length=64, n_keys=2, **tiny)
+    longer = sparsed_model.Recipe(length=80, n_keys=2, **{**tiny, "steps": 1}, init=base)
+    starts = []
+    real = sparsed_model.LanguageModel
+
+    def recording(*args: object, pretrained_path: str | None = None, **kwargs: object) -> object:
+        starts.append(pretrained_path)
+        return real(*args, pretrained_path=pretrained_path, **kwargs)
+
+    monkeypatch.setattr(sparsed_model, "LanguageModel", recording)
+    model, _ = sparsed_model.pretrained(longer)
+    base_folder = sparsed_model.model_folder(base)
+    assert starts == [None, str(base_folder)]
+    assert base_folder != sparsed_model.model_folder(longer) and model.config.hidden_size == 16
+    assert sparsed_model.cache_key(longer)["init"] == sparsed_model.cache_key(base)
+    assert "init" not in sparsed_model.cache_key(base)  # recipes from scratch keep their pre-init keys

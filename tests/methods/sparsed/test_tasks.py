@@ -22,6 +22,14 @@ def test_an_unknown_recipe_key_is_a_one_line_config_error() -> None:
         _recipe({"lenght": 512})
 
 
+def test_a_nested_init_is_the_recipe_fine_tuned_and_its_keys_are_checked_too() -> None:
+    assert _recipe({"length": 128, "init": {"length": 64}}) == Recipe(length=128, init=Recipe(length=64))
+    with pytest.raises(ConfigError, match=r"task.recipe.init has unknown keys \['stpes'\]"):
+        _recipe({"init": {"stpes": 3}})
+    with pytest.raises(ConfigError, match="hidden_size=32 differs from its init's; a fine-tune keeps"):
+        _recipe({"hidden_size": 32, "init": {}})
+
+
 def test_the_study_reports_the_swapped_value_accuracy_of_retrieval_only(tmp_path: Path) -> None:
     out = study(
         TaskContext.local(tmp_path),
