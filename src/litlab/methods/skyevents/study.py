@@ -8,9 +8,9 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 import torch
-from rich.progress import track
 
 from litlab.core.figures import save_figure
+from litlab.core.progress import track
 from litlab.core.results import TaskOutput
 from litlab.datamodules.events import FlightConfig, UAVSequence, load_sequence
 from litlab.fitting import Fitter

@@ -18,9 +18,9 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 import torch
-from rich.progress import track
 
 from litlab.core.figures import save_figure
+from litlab.core.progress import track
 from litlab.core.results import TaskOutput
 from litlab.datamodules.sprites import FACTORS, SpritesDataModule, recombination_mask
 from litlab.fitting import FitResult, Fitter
