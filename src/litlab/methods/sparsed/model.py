@@ -4,8 +4,9 @@ on multi-key retrieval examples through the Fitter, saved once under the litlab 
 The cache folder is keyed by the training recipe, so a change of recipe trains a new model; a folder
 without a complete ``hf_model`` (an interrupted run) is trained again. A recipe with an ``init`` fine-tunes
 that recipe's model (trained or taken from the cache first): a chain of such recipes lengthens a model that
-learnt retrieval at a short length (``configs/task/sparsed/retrieval.yaml``). The default recipe's model, as
-a cold cache trains it (bit-identical in two cold runs on the CI machine), is shipped under ``data/sparsed``.
+learnt retrieval at a short length (``configs/recipe/sparsed/retrieval_512.yaml``). The default recipe's
+model, as a cold cache trains it (bit-identical in two cold runs on the CI machine), and the retrieval_512
+model are shipped under ``data/sparsed``.
 """
 
 from __future__ import annotations
