@@ -19,6 +19,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import torch
 
+from litlab.core.cache import write_text_atomic
 from litlab.core.figures import save_figure
 from litlab.core.progress import track
 from litlab.core.results import TaskOutput
@@ -174,18 +175,15 @@ def run_case(
         classifier = full_grid_classifier(fitter, data, classifier_epochs, seeds[0])
     rows, examples = [], {}
     if classifier_epochs:
-        data_row = fits_dir / "data.json" if fits_dir else None
-        if data_row is not None and data_row.is_file():
-            rows.append(json.loads(data_row.read_text()))
+        data_file = fits_dir / "data.json" if fits_dir else None
+        if data_file is not None and data_file.is_file():
+            row = json.loads(data_file.read_text())
         else:
-            row = {
-                "split": data.split,
-                "case": data.case,
-                "model": "data",
-                **classifier_on_data(data, classifier),
-            }
-            _save_json(data_row, row)
-            rows.append(row)
+            row = {"split": data.split, "case": data.case, "model": "data"}
+            row |= classifier_on_data(data, classifier)
+            if data_file is not None:
+                write_text_atomic(data_file, json.dumps(row))
+        rows.append(row)
     pick = grid_pick(len(split_tensors(data, "test")[0]))
     for name, seed in track(jobs, description=f"{data.split} case {data.case}"):
         if saved[(name, seed)] is not None:
@@ -202,20 +200,11 @@ def run_case(
             recon = full_recon[pick]
             if fits_dir is not None:
                 torch.save(recon, fits_dir / f"{name}_seed{seed}.pt")
-                _save_json(fits_dir / f"{name}_seed{seed}.json", row)
+                write_text_atomic(fits_dir / f"{name}_seed{seed}.json", json.dumps(row))  # marks it done
         rows.append(row)
         if seed == seeds[0]:
             examples[name] = recon
     return pd.DataFrame(rows), examples, data
-
-
-def _save_json(path: Path | None, row: dict) -> None:
-    """Write one result row atomically (a partial file never reads as a finished fit)."""
-    if path is None:
-        return
-    tmp = path.with_suffix(".partial")
-    tmp.write_text(json.dumps(row))
-    tmp.replace(path)
 
 
 def _saved_fit(fits_dir: Path | None, name: str, seed: int) -> tuple[dict, torch.Tensor] | None:
