@@ -2,6 +2,8 @@
 
 A cache entry is keyed by its generator's version and by the config that made it, so changing either
 builds a new one. Nothing is unpickled: a planted or corrupted file is rebuilt with a warning, never run.
+A tensor entry that ships with litlab (``data/<family>/<its file name>``) is read from there instead of
+built, so a fresh clone skips the minutes some base models take to train.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from litlab.core.paths import cache_dir, key_digest
+from litlab.core.paths import cache_dir, key_digest, shipped_data_dir
 
 log = logging.getLogger("litlab")
 
@@ -30,26 +32,35 @@ def cached_tensors(
 
     ``build`` returns a dict of tensors (numpy arrays are converted); ``version`` names the generator's
     revision (bump it when the generator changes). A file that cannot be read, or whose metadata does not
-    match, is rebuilt with a warning.
+    match, is rebuilt with a warning. Before building, the same file name under ``data/<family>/`` (an
+    entry shipped with litlab) is tried.
     """
     import torch
-    from safetensors import safe_open
     from safetensors.torch import save_file
 
     full_key = {"name": name, "version": version, "key": dict(key)}
     path = cache_dir(family) / f"{name}-{key_digest(full_key)}.safetensors"
-    if path.exists():
-        try:
-            with safe_open(path, framework="pt") as handle:
-                if (handle.metadata() or {}).get("litlab_key") == _key_text(full_key):
-                    return {name: handle.get_tensor(name) for name in handle.keys()}  # noqa: SIM118
-            log.warning("cache %s was made by another generator version or config; rebuilding it", path)
-        except Exception as error:  # a truncated or foreign file: rebuild, never trust it
-            log.warning("cache %s is unreadable (%s); rebuilding it", path, error)
+    for candidate in (path, shipped_data_dir(family) / path.name):
+        if candidate.exists() and (stored := _read_tensors(candidate, _key_text(full_key))) is not None:
+            return stored
     tensors = {k: v if isinstance(v, torch.Tensor) else torch.as_tensor(v) for k, v in build().items()}
     tensors = {k: v.contiguous() for k, v in tensors.items()}
     _atomic(path, lambda tmp: save_file(tensors, tmp, metadata={"litlab_key": _key_text(full_key)}))
     return tensors
+
+
+def _read_tensors(path: Path, key_text: str) -> dict[str, Any] | None:
+    """The tensors in ``path`` if its metadata holds ``key_text``; None, with a warning, otherwise."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(path, framework="pt") as handle:
+            if (handle.metadata() or {}).get("litlab_key") == key_text:
+                return {name: handle.get_tensor(name) for name in handle.keys()}  # noqa: SIM118
+        log.warning("cache %s was made by another generator version or config; rebuilding it", path)
+    except Exception as error:  # a truncated or foreign file: rebuild, never trust it
+        log.warning("cache %s is unreadable (%s); rebuilding it", path, error)
+    return None
 
 
 def cached_json(

@@ -1,0 +1,62 @@
+"""Cache entries: built once, read back by key, and read from the copy shipped with litlab when one is."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from litlab.core import cache
+
+
+@pytest.fixture
+def shipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh cache root and a stand-in for ``data/`` (the shipped entries)."""
+    monkeypatch.setenv("LITLAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(cache, "shipped_data_dir", lambda family: tmp_path / "data" / family)
+    return tmp_path / "data"
+
+
+def _counting_build(built: list[int]) -> Callable[[], dict[str, torch.Tensor]]:
+    def build() -> dict[str, torch.Tensor]:
+        built.append(1)
+        return {"w": torch.arange(4.0)}
+
+    return build
+
+
+def test_an_entry_is_built_once_then_read_back(shipped: Path) -> None:
+    built: list[int] = []
+    first = cache.cached_tensors("family", "model", "1", {"seed": 0}, _counting_build(built))
+    again = cache.cached_tensors("family", "model", "1", {"seed": 0}, _counting_build(built))
+    other = cache.cached_tensors("family", "model", "1", {"seed": 1}, _counting_build(built))
+    assert torch.equal(first["w"], again["w"]) and torch.equal(first["w"], other["w"])
+    assert len(built) == 2, "the same key was built twice, or a new key was not built"
+
+
+def test_a_shipped_entry_is_read_instead_of_built(shipped: Path, tmp_path: Path) -> None:
+    built: list[int] = []
+    cache.cached_tensors("family", "model", "1", {"seed": 0}, _counting_build(built))
+    entry = next((tmp_path / "cache" / "family").glob("model-*.safetensors"))
+    (shipped / "family").mkdir(parents=True)
+    shutil.move(entry, shipped / "family" / entry.name)  # a fresh clone: only the shipped copy
+    again = cache.cached_tensors("family", "model", "1", {"seed": 0}, _counting_build(built))
+    assert torch.equal(again["w"], torch.arange(4.0)) and len(built) == 1, "the shipped entry was rebuilt"
+    cache.cached_tensors("family", "model", "2", {"seed": 0}, _counting_build(built))
+    assert len(built) == 2, "a shipped entry of another version was used"
+
+
+def test_a_shipped_entry_with_a_foreign_key_is_not_trusted(shipped: Path, tmp_path: Path) -> None:
+    built: list[int] = []
+    cache.cached_tensors("family", "model", "1", {"seed": 0}, _counting_build(built))
+    entry = next((tmp_path / "cache" / "family").glob("model-*.safetensors"))
+    (shipped / "family").mkdir(parents=True)
+    # the right file name, another config's metadata
+    save_file({"w": torch.zeros(4)}, shipped / "family" / entry.name, metadata={"litlab_key": "another"})
+    entry.unlink()
+    again = cache.cached_tensors("family", "model", "1", {"seed": 0}, _counting_build(built))
+    assert len(built) == 2 and torch.equal(again["w"], torch.arange(4.0)), "a foreign entry was used"
