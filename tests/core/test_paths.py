@@ -57,6 +57,15 @@ def test_shipped_data_matches_its_checksums() -> None:
         assert hashlib.sha256((root / name).read_bytes()).hexdigest() == digest, name
 
 
+def test_every_shipped_file_has_a_checksum() -> None:
+    tracked = subprocess.run(["git", "ls-files", "data"], cwd=REPO, capture_output=True, text=True).stdout
+    files = {name.removeprefix("data/") for name in tracked.split()}
+    sums = (REPO / "data" / "SHA256SUMS").read_text().splitlines()
+    listed = {line.split(maxsplit=1)[1].removeprefix("./") for line in sums}
+    missing = files - listed - {"README.md", "SHA256SUMS", "__init__.py"}
+    assert not missing, f"shipped files without a line in data/SHA256SUMS: {sorted(missing)}"
+
+
 def test_nothing_refers_to_a_sibling_shared_folder() -> None:
     tracked = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True).stdout.split()
     pattern = re.compile(r"\.\./shared|shared/data|shared/papers")
