@@ -144,8 +144,12 @@ def test_grpo_data_tokens_of_a_qa_pair_are_the_tokens_sft_trains_on() -> None:
     assert qa_tokens(tokenizer, [qa_prompt(p["question"]) for p in qa], [p["answer"] for p in qa]) == sft
 
 
-def test_seeds_in_forked_processes_give_the_sequential_result(tmp_path: Path) -> None:
+def test_seeds_in_forked_processes_give_the_sequential_result(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LITLAB_CACHE", str(tmp_path / "cache_a"))  # each run pretrains its own models
     one = rl_study(TaskContext.local(tmp_path / "a"), seeds=[3, 4], **TINY)["tables"]
+    monkeypatch.setenv("LITLAB_CACHE", str(tmp_path / "cache_b"))
     two = rl_study(TaskContext.local(tmp_path / "b"), seeds=[3, 4], processes=2, **TINY)["tables"]
     assert one == two
 

@@ -33,8 +33,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
-from litlab.core.cache import write_text_atomic  # noqa: E402
+from litlab.core.cache import cached_tensors, write_text_atomic  # noqa: E402
 from litlab.core.errors import ConfigError  # noqa: E402
+from litlab.core.paths import key_digest  # noqa: E402
 from litlab.core.progress import track  # noqa: E402
 from litlab.core.results import TaskOutput  # noqa: E402
 from litlab.datamodules.text import encode_prompt_completion  # noqa: E402
@@ -57,6 +58,12 @@ from litlab.task import TaskContext  # noqa: E402
 
 ARMS = ("cpt", "sft", "sft_grpo", "sft_grpo_no_checker")
 RATIOS = tuple(f"{c}_ratio_{m}" for m in ("acc", "logprob") for c in ("tokens", "data_tokens"))
+# the settings the pretrained model and its curve depend on (with the seed and the tokenizer's vocabulary)
+PRETRAINING_KEYS = (
+    "n_entities", "pages_per_entity", "permute", "noise", "background_entities", "shots", "vocab_size",
+    "arch", "block_size", "doc_batch_size", "lr", "pretrain_steps",
+)  # fmt: skip
+PRETRAINING_VERSION = "1"  # bump when the corpus, the pretraining loop or the probes change
 
 
 def _records(batch: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
@@ -261,7 +268,18 @@ def pretrained(ctx: TaskContext, seed: int, cfg: Mapping[str, Any]) -> dict[str,
 
     pre = CausalLM(base, cfg["lr"])
     pre.setup_tracking(tokenizer, probe)
-    fit(pre, pretraining, cfg["pretrain_steps"], cfg.get("pretrain_eval_every"))
+    key = {k: cfg[k] for k in PRETRAINING_KEYS} | {
+        "seed": seed,
+        "eval_every": cfg.get("pretrain_eval_every") or cfg["eval_every"],
+        "vocab": key_digest(sorted(tokenizer.get_vocab().items())),
+    }
+
+    def build() -> dict[str, torch.Tensor]:
+        fit(pre, pretraining, cfg["pretrain_steps"], cfg.get("pretrain_eval_every"))
+        return curve_tensors(pre.curve) | {f"model.{k}": v.clone() for k, v in base.state_dict().items()}
+
+    stored = cached_tensors("webscale_rl", f"pretrained_seed{seed}", PRETRAINING_VERSION, key, build)
+    base.load_state_dict({k.removeprefix("model."): v for k, v in stored.items() if k.startswith("model.")})
     return {
         "corpus": corpus,
         "qa": qa,
@@ -271,8 +289,23 @@ def pretrained(ctx: TaskContext, seed: int, cfg: Mapping[str, Any]) -> dict[str,
         "docs": docs,
         "probe": probe,
         "fit": fit,
-        "curve": pre.curve,
+        "curve": curve_points(stored),
     }
+
+
+def curve_tensors(curve: Sequence[Mapping[str, float]]) -> dict[str, torch.Tensor]:
+    """An accuracy curve as one float64 tensor per measure (``curve.<measure>``), for a tensor cache."""
+    return {f"curve.{k}": torch.tensor([p[k] for p in curve], dtype=torch.float64) for k in curve[0]}
+
+
+def curve_points(tensors: Mapping[str, torch.Tensor]) -> list[dict[str, float]]:
+    """The curve that :func:`curve_tensors` stored; token counts back as ints."""
+    columns = {k.removeprefix("curve."): v.tolist() for k, v in tensors.items() if k.startswith("curve.")}
+    first = ("tokens", "data_tokens", "qa", "cloze", "qa_logprob")  # the order Tracking.record writes
+    names = sorted(columns, key=lambda k: first.index(k) if k in first else len(first))
+    rows = zip(*(columns[k] for k in names), strict=True)
+    points = [dict(zip(names, values, strict=True)) for values in rows]
+    return [p | {k: int(p[k]) for k in ("tokens", "data_tokens")} for p in points]
 
 
 def one_seed(ctx: TaskContext, seed: int, cfg: Mapping[str, Any]) -> dict[str, list[dict]]:
