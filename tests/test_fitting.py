@@ -68,6 +68,23 @@ def test_a_zero_step_budget_leaves_the_weights_unchanged() -> None:
     assert all(torch.equal(a, b) for a, b in zip(before, module.parameters(), strict=True))
 
 
+def test_progress_is_a_log_line_per_tenth_of_the_steps_off_a_terminal(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    torch.manual_seed(0)
+    quiet = Linear()
+    torch.manual_seed(0)
+    reported = Linear()
+    Fitter().fit(quiet, DataLoader(_data(), batch_size=16), max_steps=40)
+    with caplog.at_level("INFO", logger="litlab"):
+        Fitter().fit(reported, DataLoader(_data(), batch_size=16), max_steps=40, progress="demo fit")
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("demo fit")]
+    assert lines == [f"demo fit: {i}/40" for i in range(0, 40, 4)] + ["demo fit: done"]
+    assert all(torch.equal(a, b) for a, b in zip(quiet.parameters(), reported.parameters(), strict=True))
+    with pytest.raises(LitlabError, match="progress against max_steps"):
+        Fitter().fit(Linear(), DataLoader(_data(), batch_size=16), max_epochs=1, progress="demo fit")
+
+
 def test_validation_history_metrics_and_seeded_shuffling() -> None:
     def run() -> tuple[list[dict[str, float]], torch.Tensor]:
         torch.manual_seed(1)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import copy
 import math
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +30,7 @@ from lightning.fabric.utilities.rank_zero import rank_zero_only
 
 from litlab.core.errors import LitlabError
 from litlab.core.machine import skip_gpu_probe_on_cpu_machines
+from litlab.core.progress import track
 
 # Trainer keys the Fitter takes from a ``trainer=`` config; the loop keys (max_epochs, callbacks ...) are
 # the task's to choose.
@@ -176,6 +177,7 @@ class Fitter:
         patience: int | None = None,
         restore_best: bool = False,
         seed: int | None = None,
+        progress: str | None = None,
     ) -> FitResult:
         """Train ``module`` on ``train`` (a DataLoader/iterable or a DataModule) and return what happened.
 
@@ -183,10 +185,13 @@ class Fitter:
         Validation (on ``val``, or the DataModule's ``val_dataloader``) runs every ``val_every_n_steps``
         steps, else at each epoch end. With ``monitor`` (a validation key) the best value is tracked,
         ``patience`` validations without improvement stop the fit, and ``restore_best`` loads the best
-        weights back; ``FitResult.metrics`` then are the metrics of the best validation.
+        weights back; ``FitResult.metrics`` then are the metrics of the best validation. ``progress``, a
+        description (with ``max_steps``), reports the steps done: a terminal bar, else a log line per 10 %.
         """
         if max_steps is None and max_epochs is None:
             raise LitlabError("Fitter.fit needs max_steps or max_epochs")
+        if progress is not None and max_steps is None:
+            raise LitlabError("Fitter.fit reports progress against max_steps; give max_steps")
         if mode not in ("min", "max"):
             raise LitlabError(f"mode must be 'min' or 'max', got {mode!r}")
         fabric = self.fabric
@@ -203,18 +208,27 @@ class Fitter:
         collector.take()
 
         loop = _Loop(fabric, model, module, optimizer, scheduler, interval, collector, self.gradient_clip_val)
+        reported = progress is not None and fabric.is_global_zero
+        steps_done = track(range(max_steps), progress) if reported else None
+        if steps_done is not None:
+            loop.on_step = lambda: next(steps_done, None)
+            loop.on_step()  # the bar, or the first log line, before the first step
         start = time.perf_counter()
-        result = loop.run(
-            train_loader,
-            val_loader,
-            max_steps=max_steps if max_steps is not None else math.inf,
-            max_epochs=max_epochs if max_epochs is not None else math.inf,
-            val_every=val_every_n_steps,
-            monitor=monitor,
-            sign=1.0 if mode == "min" else -1.0,
-            patience=patience,
-            restore_best=restore_best,
-        )
+        try:
+            result = loop.run(
+                train_loader,
+                val_loader,
+                max_steps=max_steps if max_steps is not None else math.inf,
+                max_epochs=max_epochs if max_epochs is not None else math.inf,
+                val_every=val_every_n_steps,
+                monitor=monitor,
+                sign=1.0 if mode == "min" else -1.0,
+                patience=patience,
+                restore_best=restore_best,
+            )
+        finally:
+            if steps_done is not None:
+                steps_done.close()  # an early stop or an error closes the bar
         result.seconds = time.perf_counter() - start
         return result
 
@@ -267,6 +281,7 @@ class _Loop:
         self.best_state: dict[str, torch.Tensor] | None = None
         self.best_metrics: dict[str, float] = {}
         self.since_best = 0
+        self.on_step: Callable[[], object] | None = None  # called after every optimizer step
 
     def run(
         self,
@@ -300,6 +315,8 @@ class _Loop:
                     self.fabric.clip_gradients(model, self.optimizer, max_norm=self.clip)
                 self.optimizer.step()
                 step += 1
+                if self.on_step is not None:
+                    self.on_step()
                 module.on_train_batch_end(output, batch, index)
                 if self.scheduler is not None and self.interval == "step":
                     self.scheduler.step()

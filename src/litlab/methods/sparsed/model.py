@@ -105,7 +105,13 @@ def train(recipe: Recipe, export_dir: Path, fitter: Fitter | None = None) -> Lan
     module.bind_data(data.data_spec())
     data.setup("fit")
     fitter = fitter or Fitter(gradient_clip_val=1.0)
-    fitter.fit(module, data.train_dataloader(), max_steps=recipe.steps, seed=recipe.seed)
+    fitter.fit(
+        module,
+        data.train_dataloader(),
+        max_steps=recipe.steps,
+        seed=recipe.seed,
+        progress=f"training the SparseD model at L = {recipe.length} (cache {cache_key(recipe)})",
+    )
     module.lm.save_pretrained(export_dir)
     module.tokenizer.save_pretrained(export_dir)
     return module

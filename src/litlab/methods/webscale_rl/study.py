@@ -260,9 +260,13 @@ def pretrained(ctx: TaskContext, seed: int, cfg: Mapping[str, Any]) -> dict[str,
     probe = probes(corpus["eval"], qa, cfg["shots"], seed)
     val = [0]  # one validation batch: the held-out set is evaluated inside validation_step
 
-    def fit(module: Any, rows: Any, steps: int, every: int | None = None) -> None:
+    def fit(
+        module: Any, rows: Any, steps: int, every: int | None = None, progress: str | None = None
+    ) -> None:
         every = every or cfg["eval_every"]
-        ctx.fitter.fit(module, rows, val, max_steps=steps, val_every_n_steps=every, seed=seed)
+        ctx.fitter.fit(
+            module, rows, val, max_steps=steps, val_every_n_steps=every, seed=seed, progress=progress
+        )
         if not module.curve or module.curve[-1]["tokens"] != module.tokens:
             module.record()  # the end of the fit, when it fell between two validations
 
@@ -275,7 +279,8 @@ def pretrained(ctx: TaskContext, seed: int, cfg: Mapping[str, Any]) -> dict[str,
     }
 
     def build() -> dict[str, torch.Tensor]:
-        fit(pre, pretraining, cfg["pretrain_steps"], cfg.get("pretrain_eval_every"))
+        steps, every = cfg["pretrain_steps"], cfg.get("pretrain_eval_every")
+        fit(pre, pretraining, steps, every, progress=f"pretraining the seed-{seed} base model")
         return curve_tensors(pre.curve) | {f"model.{k}": v.clone() for k, v in base.state_dict().items()}
 
     stored = cached_tensors("webscale_rl", f"pretrained_seed{seed}", PRETRAINING_VERSION, key, build)
