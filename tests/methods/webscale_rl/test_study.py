@@ -70,6 +70,39 @@ def test_every_arm_is_tracked_from_the_pretrained_model(tmp_path: Path) -> None:
     grpo = [r for r in curves if r["arm"].startswith("sft_grpo") and r.get("all_tie") is not None]
     assert grpo and all(0 <= r["all_tie"] <= 1 and 0 <= r["reward"] <= 1 for r in grpo)
     assert set(out["figures"]) == {"accuracy_vs_tokens", "accuracy_vs_data_tokens"}
+    signal = out["tables"]["grpo_signal_by_flaw"]
+    assert {r["kind"] for r in signal if r["arm"] == "sft_grpo"} == {"clean"}  # the checker kept only these
+    for arm in ("sft_grpo", "sft_grpo_no_checker"):
+        mine = [r for r in signal if r["arm"] == arm]
+        steps = TINY["steps"] - TINY["sft_warmup_steps"]
+        assert sum(r["groups"] for r in mine) == steps * TINY["grpo_batch_size"]  # every prompt of every step
+        assert sum(r["share_of_groups"] for r in mine) == pytest.approx(1.0)
+
+
+def test_each_pair_is_named_by_its_flaw_and_the_checker_keeps_only_clean_ones(tmp_path: Path) -> None:
+    corpus = make_corpus(12, seed=0, pages_per_entity=2)
+    checked = study._qa(corpus, tmp_path / "checked", True, 0.5)
+    unchecked = study._qa(corpus, tmp_path / "unchecked", False, 0.5)
+    assert set(study.flaw_kinds(checked, corpus["entities"]).values()) == {"clean"}
+    kinds = study.flaw_kinds(unchecked, corpus["entities"])
+    assert len(kinds) == len(unchecked) and set(kinds.values()) == {"clean", "leaked", "unnamed", "wrong"}
+    for (prompt, answer), kind in kinds.items():
+        question = prompt.removeprefix("Question: ").split("\n")[0]
+        assert (kind == "leaked") == (f"is {answer}." in question)  # stated before it is asked
+        assert (kind == "unnamed") == question.startswith("According to the material")
+
+
+def test_the_signal_table_weights_each_evaluation_window_by_its_groups() -> None:
+    rows = [
+        {"arm": "sft_grpo_no_checker", "groups_clean": 3, "all_tie_clean": 1 / 3, "reward_clean": 0.5,
+         "groups_wrong": 1, "all_tie_wrong": 1.0, "reward_wrong": 0.0},
+        {"arm": "sft_grpo_no_checker", "groups_clean": 1, "all_tie_clean": 0.0, "reward_clean": 0.25},
+        {"arm": "cpt", "qa": 0.1},
+    ]  # fmt: skip
+    (clean, wrong) = study.signal_by_flaw(rows)
+    assert (clean["kind"], clean["groups"], clean["all_tie"]) == ("clean", 4, 0.25)
+    assert clean["reward"] == pytest.approx((3 * 0.5 + 0.25) / 4)
+    assert (wrong["share_of_groups"], wrong["share_of_signal"], clean["share_of_signal"]) == (0.2, 0.0, 1.0)
 
 
 def test_the_majority_baseline_answers_each_attribute_with_its_most_frequent_value() -> None:

@@ -57,6 +57,7 @@ from litlab.methods.webscale_rl.tasks import procedural_demonstrations  # noqa: 
 from litlab.task import TaskContext  # noqa: E402
 
 ARMS = ("cpt", "sft", "sft_grpo", "sft_grpo_no_checker")
+FLAWS = ("clean", "leaked", "unnamed", "wrong")  # kinds of QA pair (flaw_kinds)
 RATIOS = tuple(f"{c}_ratio_{m}" for m in ("acc", "logprob") for c in ("tokens", "data_tokens"))
 # the settings the pretrained model and its curve depend on (with the seed and the tokenizer's vocabulary)
 PRETRAINING_KEYS = (
@@ -153,7 +154,10 @@ class CausalLM(Tracking, L.LightningModule):
 class TrackedGRPO(Tracking, GRPOModule):
     """The substrate's GRPOModule, counting the tokens of each rollout (prompts and sampled completions), the
     data tokens of its QA pairs (each question and reference answer once, as SFT would train on them), and
-    recording each rollout's mean reward and share of all-tie groups (no learning signal)."""
+    recording each rollout's mean reward and share of all-tie groups (no learning signal), overall and per
+    kind of QA pair (``flaws``: (prompt, answer) → a kind of :func:`flaw_kinds`; clean when absent)."""
+
+    flaws: Mapping[tuple[str, str], str] = {}
 
     def record(self) -> None:
         super().record()
@@ -161,7 +165,13 @@ class TrackedGRPO(Tracking, GRPOModule):
             "all_tie": sum(self.ties) / max(len(self.ties), 1),
             "reward": sum(self.rewards) / max(len(self.rewards), 1),
         }
-        self.ties, self.rewards = [], []
+        for kind, groups in self.by_flaw.items():
+            self.curve[-1] |= {
+                f"groups_{kind}": len(groups),
+                f"all_tie_{kind}": sum(tie for tie, _ in groups) / len(groups),
+                f"reward_{kind}": sum(reward for _, reward in groups) / len(groups),
+            }
+        self.ties, self.rewards, self.by_flaw = [], [], {}
 
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
         new_rollout = self.rollout is None or self.n_updates % self.num_iterations == 0
@@ -170,6 +180,10 @@ class TrackedGRPO(Tracking, GRPOModule):
             r = self.rollout
             self.ties.append(float(all_tie_fraction(r.rewards)))
             self.rewards.append(float(r.rewards.mean()))
+            tied = (r.rewards == r.rewards[:, :1]).all(1).tolist()
+            kinds = [self.flaws.get(pair, "clean") for pair in zip(batch["prompt"], batch["answer"])]
+            for kind, tie, reward in zip(kinds, tied, r.rewards.mean(1).tolist(), strict=True):
+                self.by_flaw.setdefault(kind, []).append((float(tie), reward))
             prompt = r.attention_mask[:, : r.sequences.shape[1] - r.completion_ids.shape[1]]
             self.tokens += int(prompt.sum() + r.completion_mask.sum())
             self.data_tokens += qa_tokens(self.track_tokenizer, batch["prompt"], batch["answer"])
@@ -183,6 +197,24 @@ def qa_tokens(tokenizer: Any, prompts: Sequence[str], answers: Sequence[str]) ->
         [f" {a}\n" for a in answers], add_special_tokens=False
     )
     return sum(len(e.ids) for e in pieces) + len(answers)
+
+
+def flaw_kinds(
+    qa: Sequence[Mapping[str, str]], entities: Sequence[Mapping[str, Any]]
+) -> dict[tuple[str, str], str]:
+    """(GRPO prompt, answer) → what the rule generator's noise did to each QA pair, read against the crawl's
+    true facts: ``clean``, ``leaked`` (the answer stated in the question), ``unnamed`` (the entity dropped)
+    or ``wrong`` (another value than the entity's)."""
+    truth = {question(e["name"], e["kind"], noun): value for e in entities for noun, value in e["facts"]}
+    kinds = {}
+    for pair in qa:
+        q, a = pair["question"], pair["answer"]
+        if q in truth:
+            kind = "clean" if truth[q] == a else "wrong"
+        else:
+            kind = "unnamed" if q.startswith("According to the material") else "leaked"
+        kinds[(qa_prompt(q), a)] = kind
+    return kinds
 
 
 def _blocks(tokenizer: Any, texts: Sequence[str], block: int) -> list[dict[str, torch.Tensor]]:
@@ -354,7 +386,8 @@ def one_seed(ctx: TaskContext, seed: int, cfg: Mapping[str, Any]) -> dict[str, l
             exact_match_reward, model=lm, tokenizer=tokenizer, stop_strings=("\n",), seed=seed, **cfg["grpo"]
         )
         grpo.setup_tracking(tokenizer, probe, tokens=sft.tokens, data_tokens=sft.data_tokens)
-        grpo.ties, grpo.rewards = [], []
+        grpo.ties, grpo.rewards, grpo.by_flaw = [], [], {}
+        grpo.flaws = flaw_kinds(data, run["corpus"]["entities"])
         fit(grpo, prompt_loader(prompt_records(data), cfg["grpo_batch_size"], seed), budget - warmup)
         curves[arm] = start + sft.curve + grpo.curve
     write_text_atomic(saved, json.dumps(curves))  # whole or absent: a kill never leaves half a seed
@@ -450,12 +483,47 @@ def rl_study(
             metrics |= {f"{r['arm']}/{ratio}_median": r[f"{ratio}_median"] for ratio in RATIOS}
     return {
         "metrics": metrics,
-        "tables": {"summary": summary, "per_seed": rows, "curves": curve_rows},
+        "tables": {
+            "summary": summary,
+            "per_seed": rows,
+            "curves": curve_rows,
+            "grpo_signal_by_flaw": signal_by_flaw(curve_rows),
+        },
         "figures": {
             "accuracy_vs_tokens": accuracy_figure(curve_rows, arms, "tokens"),
             "accuracy_vs_data_tokens": accuracy_figure(curve_rows, arms, "data_tokens"),
         },
     }
+
+
+def signal_by_flaw(curve_rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per GRPO arm and kind of QA pair, over all seeds: rollout groups, their all-tie share and mean reward,
+    and the kind's share of all groups and of the groups with a learning signal (rewards not all tied)."""
+    table = []
+    for arm in sorted({r["arm"] for r in curve_rows if any(k.startswith("groups_") for k in r)}):
+        mine = [r for r in curve_rows if r["arm"] == arm]
+        groups = {kind: _group_sum(mine, kind) for kind in FLAWS}
+        ties = {kind: _group_sum(mine, kind, "all_tie") for kind in FLAWS}
+        signal = sum(groups.values()) - sum(ties.values())
+        for kind in (k for k in FLAWS if groups[k]):
+            table.append(
+                {
+                    "arm": arm,
+                    "kind": kind,
+                    "groups": groups[kind],
+                    "all_tie": ties[kind] / groups[kind],
+                    "reward": _group_sum(mine, kind, "reward") / groups[kind],
+                    "share_of_groups": groups[kind] / sum(groups.values()),
+                    "share_of_signal": (groups[kind] - ties[kind]) / signal if signal else None,
+                }
+            )
+    return table
+
+
+def _group_sum(rows: Sequence[Mapping[str, Any]], kind: str, measure: str | None = None) -> float:
+    """The rollout groups of ``kind`` over curve points, each weighted by its ``measure`` if one is given."""
+    counted = [r for r in rows if f"groups_{kind}" in r]
+    return sum(r[f"groups_{kind}"] * (r[f"{measure}_{kind}"] if measure else 1) for r in counted)
 
 
 PANELS = {
