@@ -90,6 +90,15 @@ def test_each_pair_is_named_by_its_flaw_and_the_checker_keeps_only_clean_ones(tm
         question = prompt.removeprefix("Question: ").split("\n")[0]
         assert (kind == "leaked") == (f"is {answer}." in question)  # stated before it is asked
         assert (kind == "unnamed") == question.startswith("According to the material")
+    recall = study.wrong_fact_probe(unchecked, corpus["entities"], checked, 2, seed=0)
+    wrong = [pair for pair, kind in kinds.items() if kind == "wrong"]
+    assert len(recall["prompts"]) == len(wrong) > 0
+    assert sorted(recall["spoiled"]) == sorted(answer for _, answer in wrong)
+    truth = {(e["name"], noun): value for e in corpus["entities"] for noun, value in e["facts"]}
+    for prompt, answer, spoiled in zip(recall["prompts"], recall["answers"], recall["spoiled"], strict=True):
+        asked = prompt.split("\n")[-2]  # after the shots: "Question: <the fact's own question>"
+        assert [k for k in truth if f"{k[1]} of {k[0]}?" in asked] and answer != spoiled
+        assert prompt.count("Question:") == 3  # two shots, then the question
 
 
 def test_the_signal_table_weights_each_evaluation_window_by_its_groups() -> None:

@@ -50,6 +50,7 @@ from litlab.lm import (  # noqa: E402
     prompt_loader,
     score_continuations,
 )
+from litlab.lm.evaluation import normalize_answer  # noqa: E402
 from litlab.methods.webscale_rl.pipeline import run_pipeline  # noqa: E402
 from litlab.methods.webscale_rl.rl import exact_match_reward, prompt_records, qa_prompt  # noqa: E402
 from litlab.methods.webscale_rl.stages import STAGES, RuleBackend, read_intro  # noqa: E402
@@ -108,6 +109,42 @@ def accuracy(model: Any, tokenizer: Any, probe: Probes) -> dict[str, float]:
     prompts, answers = probe["qa"]
     logprob = score_continuations(model, tokenizer, prompts, [f" {a}" for a in answers])["logprob"]
     return scores | {"qa_logprob": logprob.mean().item()}
+
+
+def wrong_fact_probe(
+    unchecked: Sequence[Mapping[str, str]],
+    entities: Sequence[Mapping[str, Any]],
+    probe_qa: Sequence[Mapping[str, str]],
+    shots: int,
+    seed: int,
+) -> dict[str, list[str]]:
+    """The training facts that the unchecked QA teaches wrong (``wrong`` pairs of :func:`flaw_kinds`), asked
+    as the held-out probe asks (``shots`` pairs of ``probe_qa`` about other entities, then the fact's own
+    question): ``prompts``, the true ``answers`` and the ``spoiled`` answers the unchecked pairs reward."""
+    facts = {question(e["name"], e["kind"], n): (e["name"], n, v) for e in entities for n, v in e["facts"]}
+    kinds = flaw_kinds(unchecked, entities)
+    wrong = [p for p in unchecked if kinds[(qa_prompt(p["question"]), p["answer"])] == "wrong"]
+    asked = []
+    for pair in wrong:
+        name, noun, value = facts[pair["question"]]
+        asked.append({"entity": name, "noun": noun, "question": pair["question"], "answer": value})
+    prompts, answers = probes(asked, probe_qa, shots, seed)["qa"]
+    return {"prompts": prompts, "answers": answers, "spoiled": [p["answer"] for p in wrong]}
+
+
+def wrong_fact_recall(model: Any, tokenizer: Any, probe: Mapping[str, list[str]]) -> dict[str, float]:
+    """On :func:`wrong_fact_probe`'s facts, the shares of greedy answers that are the true value
+    (``wrong_facts_true``) and the spoiled value that the unchecked QA pays for (``wrong_facts_spoiled``)."""
+    if not probe["prompts"]:
+        return {}
+    was = model.training
+    model.eval()
+    predictions = exact_match(model, tokenizer, probe["prompts"], probe["answers"], 8)["predictions"]
+    model.train(was)
+    said = [normalize_answer(p) for p in predictions]
+    spoiled = sum(s == normalize_answer(a) for s, a in zip(said, probe["spoiled"], strict=True))
+    true = sum(s == normalize_answer(a) for s, a in zip(said, probe["answers"], strict=True))
+    return {"wrong_facts_true": true / len(said), "wrong_facts_spoiled": spoiled / len(said)}
 
 
 class Tracking:
@@ -365,7 +402,9 @@ def one_seed(ctx: TaskContext, seed: int, cfg: Mapping[str, Any]) -> dict[str, l
     ]
     budget, warmup = cfg["steps"], cfg["sft_warmup_steps"]
     finetune_lr = cfg.get("finetune_lr") or cfg["lr"]  # CPT and SFT after pretraining (GRPO has its own)
+    recall = wrong_fact_probe(noisy, run["corpus"]["entities"], qa, cfg["shots"], seed)
     start = [{"tokens": 0, "data_tokens": 0, **accuracy(base, tokenizer, probe)}]
+    start[0] |= wrong_fact_recall(base, tokenizer, recall)
     for arm in cfg["arms"]:
         lm = copy.deepcopy(base)
         if arm in ("cpt", "sft"):
@@ -375,6 +414,7 @@ def one_seed(ctx: TaskContext, seed: int, cfg: Mapping[str, Any]) -> dict[str, l
             size = cfg["doc_batch_size"] if arm == "cpt" else cfg["batch_size"]
             fit(module, _loader(rows, size, seed + 1), budget)
             curves[arm] = start + module.curve
+            curves[arm][-1] |= wrong_fact_recall(lm, tokenizer, recall)
             continue
         data = qa if arm == "sft_grpo" else noisy
         sft = CausalLM(lm, finetune_lr)
@@ -390,6 +430,7 @@ def one_seed(ctx: TaskContext, seed: int, cfg: Mapping[str, Any]) -> dict[str, l
         grpo.flaws = flaw_kinds(data, run["corpus"]["entities"])
         fit(grpo, prompt_loader(prompt_records(data), cfg["grpo_batch_size"], seed), budget - warmup)
         curves[arm] = start + sft.curve + grpo.curve
+        curves[arm][-1] |= wrong_fact_recall(lm, tokenizer, recall)
     write_text_atomic(saved, json.dumps(curves))  # whole or absent: a kill never leaves half a seed
     return curves
 
@@ -459,6 +500,8 @@ def rl_study(
                     "qa_logprob": last.get("qa_logprob"),
                     "all_tie": last.get("all_tie"),
                     "reward": last.get("reward"),
+                    "wrong_facts_true": last.get("wrong_facts_true"),
+                    "wrong_facts_spoiled": last.get("wrong_facts_spoiled"),
                     **(reach_columns(curve, curves["cpt"]) if compared else {}),
                 }
             )
@@ -469,6 +512,7 @@ def rl_study(
         entry = {
             k: _mean([r[k] for r in mine])
             for k in ("tokens", "data_tokens", "qa_acc", "cloze_acc", "qa_logprob", "all_tie", "reward")
+            + ("wrong_facts_true", "wrong_facts_spoiled")
         }
         entry["qa_acc_sd"] = _sd([r["qa_acc"] for r in mine])
         for ratio in RATIOS:
