@@ -23,6 +23,9 @@ from it and from a cold run are identical), so the fixture trains only the arms 
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -75,10 +78,11 @@ def curves(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict]]:
     return {arm: [r for r in rows if r["arm"] == arm] for arm in ("cpt", "sft_grpo")}
 
 
-def test_a_cold_cache_reads_the_claim_seeds_shipped_pretrained_model(
-    tmp_path: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+def assert_shipped_model_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int, cfg: dict[str, Any]
 ) -> None:
-    """Fails when the pretraining settings, version or code keying change without a re-shipped model."""
+    """A cold cache reads seed ``seed``'s pretrained model from ``data/webscale_rl``: fails when the
+    pretraining settings, version or cache keying change without a re-shipped model."""
     monkeypatch.setenv("LITLAB_CACHE", str(tmp_path / "cache"))
     ctx = TaskContext.local(tmp_path / "run")
 
@@ -86,11 +90,17 @@ def test_a_cold_cache_reads_the_claim_seeds_shipped_pretrained_model(
         raise AssertionError("the claim seed's base model was trained instead of read from data/webscale_rl")
 
     monkeypatch.setattr(ctx.fitter, "fit", no_training)
-    run = study.pretrained(ctx, SEED, CLAIM)
-    (shipped,) = (shipped_data_dir("webscale_rl")).glob(f"pretrained_seed{SEED}-*.safetensors")
+    run = study.pretrained(ctx, seed, cfg)
+    (shipped,) = shipped_data_dir("webscale_rl").glob(f"pretrained_seed{seed}-*.safetensors")
     stored = load_file(shipped)
     assert all(torch.equal(stored[f"model.{k}"], v) for k, v in run["base"].state_dict().items())
     assert run["curve"] == study.curve_points(stored) and run["curve"][-1]["tokens"] > 0
+
+
+def test_a_cold_cache_reads_the_claim_seeds_shipped_pretrained_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert_shipped_model_is_read(tmp_path, monkeypatch, SEED, CLAIM)
 
 
 def _gain_over_evaluations(curve: list[dict]) -> float:
