@@ -110,7 +110,7 @@ def train(recipe: Recipe, export_dir: Path, fitter: Fitter | None = None) -> Lan
         data.train_dataloader(),
         max_steps=recipe.steps,
         seed=recipe.seed,
-        progress=f"training the SparseD model at L = {recipe.length} (cache {cache_key(recipe)})",
+        progress=f"training the SparseD model at L = {recipe.length} ({recipe.steps} steps)",
     )
     module.lm.save_pretrained(export_dir)
     module.tokenizer.save_pretrained(export_dir)

@@ -22,7 +22,8 @@ import multiprocessing
 import random
 import statistics
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +112,22 @@ def accuracy(model: Any, tokenizer: Any, probe: Probes) -> dict[str, float]:
     return scores | {"qa_logprob": logprob.mean().item()}
 
 
+@contextmanager
+def evaluating(model: torch.nn.Module) -> Iterator[None]:
+    """``model`` in eval mode for the block, then back in the mode it was in."""
+    was = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was)
+
+
+def facts_by_question(entities: Sequence[Mapping[str, Any]]) -> dict[str, tuple[str, str, str]]:
+    """Each true fact of the crawl by its clean question: (entity name, attribute noun, value)."""
+    return {question(e["name"], e["kind"], n): (e["name"], n, v) for e in entities for n, v in e["facts"]}
+
+
 def wrong_fact_probe(
     unchecked: Sequence[Mapping[str, str]],
     entities: Sequence[Mapping[str, Any]],
@@ -121,7 +138,7 @@ def wrong_fact_probe(
     """The training facts that the unchecked QA teaches wrong (``wrong`` pairs of :func:`flaw_kinds`), asked
     as the held-out probe asks (``shots`` pairs of ``probe_qa`` about other entities, then the fact's own
     question): ``prompts``, the true ``answers`` and the ``spoiled`` answers the unchecked pairs reward."""
-    facts = {question(e["name"], e["kind"], n): (e["name"], n, v) for e in entities for n, v in e["facts"]}
+    facts = facts_by_question(entities)
     kinds = flaw_kinds(unchecked, entities)
     wrong = [p for p in unchecked if kinds[(qa_prompt(p["question"]), p["answer"])] == "wrong"]
     asked = []
@@ -137,10 +154,8 @@ def wrong_fact_recall(model: Any, tokenizer: Any, probe: Mapping[str, list[str]]
     (``wrong_facts_true``) and the spoiled value that the unchecked QA pays for (``wrong_facts_spoiled``)."""
     if not probe["prompts"]:
         return {}
-    was = model.training
-    model.eval()
-    predictions = exact_match(model, tokenizer, probe["prompts"], probe["answers"], 8)["predictions"]
-    model.train(was)
+    with evaluating(model):
+        predictions = exact_match(model, tokenizer, probe["prompts"], probe["answers"], 8)["predictions"]
     said = [normalize_answer(p) for p in predictions]
     spoiled = sum(s == normalize_answer(a) for s, a in zip(said, probe["spoiled"], strict=True))
     true = sum(s == normalize_answer(a) for s, a in zip(said, probe["answers"], strict=True))
@@ -158,11 +173,9 @@ class Tracking:
         self.tokens, self.data_tokens = tokens, data_tokens
 
     def record(self) -> None:
-        was = self.lm.training
-        self.lm.eval()
         point = {"tokens": self.tokens, "data_tokens": self.data_tokens}
-        self.curve.append(point | accuracy(self.lm, self.track_tokenizer, self.probe))
-        self.lm.train(was)
+        with evaluating(self.lm):
+            self.curve.append(point | accuracy(self.lm, self.track_tokenizer, self.probe))
 
     def validation_step(self, batch: Any, batch_idx: int) -> None:
         self.record()
@@ -242,12 +255,12 @@ def flaw_kinds(
     """(GRPO prompt, answer) → what the rule generator's noise did to each QA pair, read against the crawl's
     true facts: ``clean``, ``leaked`` (the answer stated in the question), ``unnamed`` (the entity dropped)
     or ``wrong`` (another value than the entity's)."""
-    truth = {question(e["name"], e["kind"], noun): value for e in entities for noun, value in e["facts"]}
+    facts = facts_by_question(entities)
     kinds = {}
     for pair in qa:
         q, a = pair["question"], pair["answer"]
-        if q in truth:
-            kind = "clean" if truth[q] == a else "wrong"
+        if q in facts:
+            kind = "clean" if facts[q][2] == a else "wrong"
         else:
             kind = "unnamed" if q.startswith("According to the material") else "leaked"
         kinds[(qa_prompt(q), a)] = kind
