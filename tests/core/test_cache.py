@@ -29,6 +29,15 @@ def _counting_build(built: list[int]) -> Callable[[], dict[str, torch.Tensor]]:
     return build
 
 
+def _ship_entry(tmp_path: Path, shipped: Path, built: list[int]) -> Path:
+    """Build version 1 of ``family/model`` for seed 0 and move it into ``shipped`` (a fresh clone holds only
+    the shipped copy); returns the shipped file."""
+    cache.cached_tensors("family", "model", "1", {"seed": 0}, _counting_build(built))
+    entry = next((tmp_path / "cache" / "family").glob("model-*.safetensors"))
+    (shipped / "family").mkdir(parents=True)
+    return Path(shutil.move(entry, shipped / "family" / entry.name))
+
+
 def test_an_entry_is_built_once_then_read_back(shipped: Path) -> None:
     built: list[int] = []
     first = cache.cached_tensors("family", "model", "1", {"seed": 0}, _counting_build(built))
@@ -40,10 +49,7 @@ def test_an_entry_is_built_once_then_read_back(shipped: Path) -> None:
 
 def test_a_shipped_entry_is_read_instead_of_built(shipped: Path, tmp_path: Path) -> None:
     built: list[int] = []
-    cache.cached_tensors("family", "model", "1", {"seed": 0}, _counting_build(built))
-    entry = next((tmp_path / "cache" / "family").glob("model-*.safetensors"))
-    (shipped / "family").mkdir(parents=True)
-    shutil.move(entry, shipped / "family" / entry.name)  # a fresh clone: only the shipped copy
+    _ship_entry(tmp_path, shipped, built)
     again = cache.cached_tensors("family", "model", "1", {"seed": 0}, _counting_build(built))
     assert torch.equal(again["w"], torch.arange(4.0)) and len(built) == 1, "the shipped entry was rebuilt"
     cache.cached_tensors("family", "model", "2", {"seed": 0}, _counting_build(built))
@@ -52,11 +58,8 @@ def test_a_shipped_entry_is_read_instead_of_built(shipped: Path, tmp_path: Path)
 
 def test_a_shipped_entry_with_a_foreign_key_is_not_trusted(shipped: Path, tmp_path: Path) -> None:
     built: list[int] = []
-    cache.cached_tensors("family", "model", "1", {"seed": 0}, _counting_build(built))
-    entry = next((tmp_path / "cache" / "family").glob("model-*.safetensors"))
-    (shipped / "family").mkdir(parents=True)
+    entry = _ship_entry(tmp_path, shipped, built)
     # the right file name, another config's metadata
-    save_file({"w": torch.zeros(4)}, shipped / "family" / entry.name, metadata={"litlab_key": "another"})
-    entry.unlink()
+    save_file({"w": torch.zeros(4)}, entry, metadata={"litlab_key": "another"})
     again = cache.cached_tensors("family", "model", "1", {"seed": 0}, _counting_build(built))
     assert len(built) == 2 and torch.equal(again["w"], torch.arange(4.0)), "a foreign entry was used"
