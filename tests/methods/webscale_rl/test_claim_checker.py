@@ -27,7 +27,7 @@ import torch
 
 from litlab.methods.webscale_rl.study import one_seed
 from litlab.task import TaskContext
-from tests.methods.webscale_rl.test_claim import CLAIM, assert_shipped_model_is_read
+from tests.methods.webscale_rl.claim_setup import CLAIM, assert_shipped_model_is_read
 
 SEED = 7
 CHECKER = CLAIM | {"noise": 0.6, "sft_warmup_steps": 50, "arms": ("sft_grpo", "sft_grpo_no_checker")}
