@@ -37,6 +37,7 @@ for split_case in ${CASES:-r2r:0 r2r:1 r2r:2 r2e:0 r2e:1 r2e:2}; do
     "task.splits=[${split}]" "task.cases=[${case}]" task.data.grid.image_size=64 \
     '~task.data.grid.n_scales' '~task.data.grid.n_orientations' '~task.data.grid.n_positions' \
     task.max_steps="$STEPS" task.early_stopping.every=250 task.early_stopping.patience=4 \
+    task.early_stopping.min_steps=$((STEPS / 2)) \
     task.models.fm_only.unet_width=64 task.models.cartanfm.unet_width=64 \
     hydra.run.dir="$out/${split}_case${case}" $EXTRA
   rc=$?

@@ -139,6 +139,15 @@ def test_early_stopping_restores_the_best_weights() -> None:
     assert restored == pytest.approx(best["val/loss"], rel=1e-5)
 
 
+def test_early_stopping_waits_for_min_steps() -> None:
+    # patience 0 ends a fit at its first validation; min_steps holds it to 20 steps (the 4th validation).
+    train, val = DataLoader(_data(), batch_size=64), DataLoader(_data(32, 1), batch_size=32)
+    stopping = {"val_every_n_steps": 5, "monitor": "val/loss", "patience": 0}
+    assert Fitter().fit(Linear(lr=0.3), train, val, max_steps=400, **stopping).steps == 5
+    held = Fitter().fit(Linear(lr=0.3), train, val, max_steps=400, min_steps=18, **stopping)
+    assert held.steps == 20 and held.stopped_early and [row["step"] for row in held.history] == [5, 10, 15, 20]
+
+
 def test_unknown_monitor_and_missing_length_are_clear_errors() -> None:
     loader = DataLoader(_data(), batch_size=64)
     with pytest.raises(LitlabError, match="max_steps or max_epochs"):

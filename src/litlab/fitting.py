@@ -175,6 +175,7 @@ class Fitter:
         monitor: str | None = None,
         mode: str = "min",
         patience: int | None = None,
+        min_steps: int = 0,
         restore_best: bool = False,
         seed: int | None = None,
         progress: str | None = None,
@@ -184,7 +185,8 @@ class Fitter:
         Stops after ``max_steps`` optimizer steps or ``max_epochs`` passes (at least one must be given).
         Validation (on ``val``, or the DataModule's ``val_dataloader``) runs every ``val_every_n_steps``
         steps, else at each epoch end. With ``monitor`` (a validation key) the best value is tracked,
-        ``patience`` validations without improvement stop the fit, and ``restore_best`` loads the best
+        ``patience`` validations without improvement stop the fit (never before ``min_steps`` steps, so an
+        early transient rise of the monitored value cannot end it), and ``restore_best`` loads the best
         weights back; ``FitResult.metrics`` then are the metrics of the best validation. ``progress``, a
         description (with ``max_steps``), reports the steps done: a terminal bar, else a log line per 10 %.
         """
@@ -224,6 +226,7 @@ class Fitter:
                 monitor=monitor,
                 sign=1.0 if mode == "min" else -1.0,
                 patience=patience,
+                min_steps=min_steps,
                 restore_best=restore_best,
             )
         finally:
@@ -294,6 +297,7 @@ class _Loop:
         monitor: str | None,
         sign: float,
         patience: int | None,
+        min_steps: int,
         restore_best: bool,
     ) -> FitResult:
         module, model = self.module, self.model
@@ -322,7 +326,7 @@ class _Loop:
                     self.scheduler.step()
                 if val_every is not None and step % val_every == 0:
                     last = self._validate(val_loader, step, epoch, monitor, sign, restore_best)
-                    early = patience is not None and self.since_best >= patience
+                    early = self._out_of_patience(patience, step, min_steps)
                 if early or step >= max_steps:
                     stop = True
                     break
@@ -332,7 +336,7 @@ class _Loop:
                 self.scheduler.step()
             if not stop and val_every is None:
                 last = self._validate(val_loader, step, epoch - 1, monitor, sign, restore_best)
-                early = patience is not None and self.since_best >= patience
+                early = self._out_of_patience(patience, step, min_steps)
                 stop = early
         if not self.history or self.history[-1]["step"] != step:
             train_metrics = _reduced(self.fabric, self.collector.take())
@@ -355,6 +359,10 @@ class _Loop:
             best_step=self.best_step,
             stopped_early=early,
         )
+
+    def _out_of_patience(self, patience: int | None, step: int, min_steps: int) -> bool:
+        """True when ``patience`` validations passed without a new best and ``min_steps`` steps are done."""
+        return patience is not None and self.since_best >= patience and step >= min_steps
 
     @torch.no_grad()
     def _validate(

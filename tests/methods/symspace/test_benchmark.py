@@ -130,3 +130,14 @@ def test_early_stopping_keeps_the_weights_of_the_best_in_distribution_validation
     scores = {int(row["step"]): row["val/id_bce"] for row in result.history}
     assert list(scores) == [2, 4, 6, 8] and result.best_step == min(scores, key=scores.get)
     assert score(module, data, None)[0]["id_bce"] == pytest.approx(scores[result.best_step], rel=1e-4)
+
+
+def test_early_stopping_does_not_end_a_fit_before_min_steps() -> None:
+    data = SpritesDataModule(
+        split="r2r", case=0, grid={"image_size": 16, "n_scales": 2, "n_orientations": 2, "n_positions": 4}
+    )
+    data.setup()
+    module = VAE(image_shape=data.image_shape, optimizer=partial(torch.optim.Adam, lr=1e-3))
+    stopping = EarlyStopping(every=2, patience=0, min_steps=6)
+    _, result = fit(Fitter(), module, data, 8, seed=0, stopping=stopping)
+    assert result.steps == 6 and result.stopped_early
