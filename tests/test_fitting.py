@@ -145,7 +145,8 @@ def test_early_stopping_waits_for_min_steps() -> None:
     stopping = {"val_every_n_steps": 5, "monitor": "val/loss", "patience": 0}
     assert Fitter().fit(Linear(lr=0.3), train, val, max_steps=400, **stopping).steps == 5
     held = Fitter().fit(Linear(lr=0.3), train, val, max_steps=400, min_steps=18, **stopping)
-    assert held.steps == 20 and held.stopped_early and [row["step"] for row in held.history] == [5, 10, 15, 20]
+    assert held.steps == 20 and held.stopped_early
+    assert [row["step"] for row in held.history] == [5, 10, 15, 20]
 
 
 def test_unknown_monitor_and_missing_length_are_clear_errors() -> None:
