@@ -120,12 +120,18 @@ def test_the_sprite_claim_stops_early_on_in_distribution_images_and_sets_the_pap
     )
 
 
-def test_early_stopping_keeps_the_weights_of_the_best_in_distribution_validation(tmp_path: Path) -> None:
+def _small_vae() -> tuple[SpritesDataModule, VAE]:
+    """A set-up R2R case 0 on a small 16x16 grid and an untrained VAE for it."""
     data = SpritesDataModule(
         split="r2r", case=0, grid={"image_size": 16, "n_scales": 2, "n_orientations": 2, "n_positions": 4}
     )
     data.setup()
     module = VAE(image_shape=data.image_shape, optimizer=partial(torch.optim.Adam, lr=1e-3))
+    return data, module
+
+
+def test_early_stopping_keeps_the_weights_of_the_best_in_distribution_validation(tmp_path: Path) -> None:
+    data, module = _small_vae()
     module, result = fit(Fitter(), module, data, 8, seed=0, stopping=EarlyStopping(every=2, patience=10))
     scores = {int(row["step"]): row["val/id_bce"] for row in result.history}
     assert list(scores) == [2, 4, 6, 8] and result.best_step == min(scores, key=scores.get)
@@ -133,11 +139,7 @@ def test_early_stopping_keeps_the_weights_of_the_best_in_distribution_validation
 
 
 def test_early_stopping_does_not_end_a_fit_before_min_steps() -> None:
-    data = SpritesDataModule(
-        split="r2r", case=0, grid={"image_size": 16, "n_scales": 2, "n_orientations": 2, "n_positions": 4}
-    )
-    data.setup()
-    module = VAE(image_shape=data.image_shape, optimizer=partial(torch.optim.Adam, lr=1e-3))
+    data, module = _small_vae()
     stopping = EarlyStopping(every=2, patience=0, min_steps=6)
     _, result = fit(Fitter(), module, data, 8, seed=0, stopping=stopping)
     assert result.steps == 6 and result.stopped_early
