@@ -1,4 +1,5 @@
-"""litlab.runner.hook_calls: empty hooks are skipped, overridden ones still run, signatures stay right."""
+"""litlab.runner.hook_calls: empty hooks are skipped, the others run under their hook name, signatures
+stay right."""
 
 from __future__ import annotations
 
@@ -8,7 +9,12 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.utilities import signature_utils
 from torch.utils.data import DataLoader, TensorDataset
 
-from litlab.runner.hook_calls import _is_empty, cache_hook_signatures, skip_empty_hook_calls
+from litlab.runner.hook_calls import (
+    _is_empty,
+    _set_fx_name,
+    cache_hook_signatures,
+    streamline_hook_calls,
+)
 
 
 class _Tiny(L.LightningModule):
@@ -18,13 +24,14 @@ class _Tiny(L.LightningModule):
         self.seen: list[str] = []
 
     def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        self.seen.append(f"training_step as {self._current_fx_name}")
         x, y = batch
         loss = torch.nn.functional.mse_loss(self.layer(x), y)
         self.log("train/loss", loss, on_step=False, on_epoch=True)
         return loss
 
     def on_before_backward(self, loss: torch.Tensor) -> None:
-        self.seen.append("module.on_before_backward")
+        self.seen.append(f"on_before_backward as {self._current_fx_name}")
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.SGD(self.parameters(), lr=0.1)
@@ -70,7 +77,7 @@ def test_only_bodies_that_do_nothing_count_as_empty() -> None:
 
 
 def test_overridden_and_instance_hooks_still_run_with_their_hook_name() -> None:
-    skip_empty_hook_calls()
+    streamline_hook_calls()
     recorder, module = _Recorder(), _Tiny()
     ends: list[int] = []
     recorder.on_train_batch_end = lambda trainer, pl_module, outputs, batch, batch_idx: ends.append(batch_idx)
@@ -78,11 +85,30 @@ def test_overridden_and_instance_hooks_still_run_with_their_hook_name() -> None:
     assert recorder.calls.count(("on_train_batch_start", "on_train_batch_start")) == 4
     assert recorder.calls.count(("on_before_optimizer_step", "on_before_optimizer_step")) == 4
     assert ends == [0, 1, 2, 3]  # set on the object, not the class: called
-    assert module.seen == ["module.on_before_backward"] * 4
+    # module hooks and the strategy's training_step run under their own names (self.log checks them)
+    assert module.seen == ["training_step as training_step", "on_before_backward as on_before_backward"] * 4
+    assert module._current_fx_name is None  # restored after each call
+
+
+def test_the_hook_name_goes_through_a_class_own_setattr() -> None:
+    names_set: list[object] = []
+
+    class Watched(_Tiny):
+        def __setattr__(self, name: str, value: object) -> None:
+            if name == "_current_fx_name":
+                names_set.append(value)
+            super().__setattr__(name, value)
+
+    plain, watched = _Tiny(), Watched()
+    names_set.clear()  # drop the set in LightningModule.__init__
+    _set_fx_name(plain, "training_step")
+    _set_fx_name(watched, "training_step")
+    assert plain._current_fx_name == watched._current_fx_name == "training_step"
+    assert names_set == ["training_step"]  # the override saw its own set, the plain module needed none
 
 
 def test_a_profiler_still_sees_every_hook() -> None:
-    skip_empty_hook_calls()
+    streamline_hook_calls()
     data = TensorDataset(torch.randn(8, 2), torch.randn(8, 1))
     trainer = L.Trainer(
         accelerator="cpu",

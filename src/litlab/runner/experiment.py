@@ -147,12 +147,12 @@ def build_trainer(cfg: DictConfig) -> L.Trainer:
     from litlab.callbacks.checkpoint_io import AtomicCheckpointIO
     from litlab.callbacks.last_checkpoint import LastCheckpoint
     from litlab.core import slurm
-    from litlab.runner.hook_calls import cache_hook_signatures, skip_empty_hook_calls
+    from litlab.runner.hook_calls import cache_hook_signatures, streamline_hook_calls
     from litlab.runner.instantiate import instantiate_callbacks, instantiate_loggers
     from litlab.runner.metric_logging import skip_redundant_metric_moves
 
     skip_redundant_metric_moves()
-    skip_empty_hook_calls()
+    streamline_hook_calls()
     cache_hook_signatures()
     callbacks = instantiate_callbacks(cfg.get("callbacks"))
     loggers = instantiate_loggers(cfg.get("logger"))
