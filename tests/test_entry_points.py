@@ -103,6 +103,8 @@ def test_resume_continues_from_last_checkpoint_and_eval_reads_it(tmp_path: Path)
     )
     assert second.returncode == 0, second.stderr[-2000:]
     assert "resuming from" in second.stdout + second.stderr
+    assert "trainer.max_epochs: 20 -> 40" in second.stdout + second.stderr, "the changed config is named"
+    assert (run_dir / "config_resolved.leg2.yaml").is_file()
     train_epochs = {int(row["epoch"]) for row in _metrics_rows(run_dir) if row.get("train/loss")}
     assert train_epochs == set(range(40)), "both legs' training metrics are in one CSV, once each"
     assert (run_dir / "command.txt").read_text() != record, "the second leg records its own command"

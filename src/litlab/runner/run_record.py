@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import logging
 import shlex
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 import litlab
+
+log = logging.getLogger(__name__)
+SHOWN_CHANGES = 6  # config differences named in the resume warning; the rest are counted
 
 
 def _git(args: list[str], cwd: Path) -> str | None:
@@ -25,12 +30,80 @@ def code_root() -> Path:
     return Path(litlab.__file__).resolve().parents[2]
 
 
+def _git_state() -> tuple[list[str], str]:
+    """What names the code that runs (commit, dirty, version) and the diff of a dirty tree."""
+    root = code_root()
+    commit = _git(["rev-parse", "HEAD"], root)
+    if commit is None:
+        return [f"not a git checkout; litlab {litlab.__version__}"], ""
+    status = _git(["status", "--porcelain"], root) or ""
+    diff = _git(["diff", "HEAD"], root) or ""
+    fields = [f"commit: {commit.strip()}", f"dirty: {bool(status.strip())}", f"litlab: {litlab.__version__}"]
+    return fields, diff
+
+
+def _flat(node: Any, prefix: str = "") -> dict[str, Any]:
+    """A resolved config as ``{dotted.key: leaf value}``."""
+    if isinstance(node, dict):
+        items: list[tuple[str, Any]] = [(f"{prefix}{key}", value) for key, value in node.items()]
+    elif isinstance(node, list):
+        items = [(f"{prefix}[{index}]", value) for index, value in enumerate(node)]
+    else:
+        return {prefix.rstrip("."): node}
+    flat: dict[str, Any] = {}
+    for key, value in items:
+        if isinstance(value, dict | list) and value:
+            flat.update(_flat(value, f"{key}." if isinstance(value, dict) else key))
+        else:
+            flat[key] = value
+    return flat
+
+
+def config_changes(before: str, after: str) -> list[str]:
+    """``key: old -> new`` for every leaf that differs between two resolved configs (YAML text)."""
+    old = _flat(OmegaConf.to_container(OmegaConf.create(before)))
+    new = _flat(OmegaConf.to_container(OmegaConf.create(after)))
+    missing = "(absent)"
+    return [
+        f"{key}: {old.get(key, missing)} -> {new.get(key, missing)}"
+        for key in sorted(old.keys() | new.keys())
+        if old.get(key, missing) != new.get(key, missing)
+    ]
+
+
+def _record_later_leg(out: Path, command: str, resolved: str) -> None:
+    """Append this leg's command and code, keep its config when it differs, and say what changed."""
+    with open(out / "command.txt", "a") as handle:
+        handle.write(command)
+    leg = max(2, len((out / "command.txt").read_text().splitlines()))
+    state, diff = _git_state()
+    with open(out / "git.txt", "a") as handle:
+        handle.write(f"leg {leg}: {'  '.join(state)}\n")
+    if diff:
+        (out / f"git.leg{leg}.diff").write_text(diff)
+    first = (out / "config_resolved.yaml").read_text()
+    if first == resolved:
+        return
+    (out / f"config_resolved.leg{leg}.yaml").write_text(resolved)
+    changes = config_changes(first, resolved)
+    more = f" (and {len(changes) - SHOWN_CHANGES} more)" if len(changes) > SHOWN_CHANGES else ""
+    log.warning(
+        "resumed leg %d runs with a config that differs from the first leg's: %s%s; both are kept "
+        "(config_resolved.yaml, config_resolved.leg%d.yaml)",
+        leg,
+        "; ".join(changes[:SHOWN_CHANGES]) or "formatting only",
+        more,
+        leg,
+    )
+
+
 def write_run_record(cfg: DictConfig, output_dir: str | Path) -> None:
     """Record the command, git state and resolved config; a resumed leg adds to the record, never replaces it.
 
     The first leg writes ``command.txt``, ``git.txt`` (+ ``git.diff`` when dirty) and
-    ``config_resolved.yaml``. Each later leg appends its command line, and writes its resolved config as
-    ``config_resolved.leg<N>.yaml`` when it differs from the first leg's.
+    ``config_resolved.yaml``. Each later leg N appends its command line and a ``leg N:`` line naming its
+    code to ``git.txt`` (+ ``git.legN.diff``), and, when its resolved config differs from the first leg's,
+    writes it as ``config_resolved.legN.yaml`` and warns with the keys that changed.
     """
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -38,23 +111,11 @@ def write_run_record(cfg: DictConfig, output_dir: str | Path) -> None:
     resolved = OmegaConf.to_yaml(cfg, resolve=True)
     first = out / "config_resolved.yaml"
     if first.exists():
-        with open(out / "command.txt", "a") as handle:
-            handle.write(command)
-        if first.read_text() != resolved:
-            legs = len(list(out.glob("config_resolved.leg*.yaml"))) + 2
-            (out / f"config_resolved.leg{legs}.yaml").write_text(resolved)
+        _record_later_leg(out, command, resolved)
         return
     (out / "command.txt").write_text(command)
-    root = code_root()
-    commit = _git(["rev-parse", "HEAD"], root)
-    if commit is None:
-        (out / "git.txt").write_text(f"not a git checkout; litlab {litlab.__version__}\n")
-    else:
-        diff = _git(["diff", "HEAD"], root) or ""
-        status = _git(["status", "--porcelain"], root) or ""
-        (out / "git.txt").write_text(
-            f"commit: {commit.strip()}\ndirty: {bool(status.strip())}\nlitlab: {litlab.__version__}\n"
-        )
-        if diff:
-            (out / "git.diff").write_text(diff)
+    state, diff = _git_state()
+    (out / "git.txt").write_text("\n".join(state) + "\n")
+    if diff:
+        (out / "git.diff").write_text(diff)
     first.write_text(resolved)
