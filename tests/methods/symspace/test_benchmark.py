@@ -3,6 +3,7 @@ plots; early stopping keeps the best in-distribution weights."""
 
 from __future__ import annotations
 
+import json
 from functools import partial
 from pathlib import Path
 
@@ -112,6 +113,13 @@ def test_the_sprite_claim_stops_early_on_in_distribution_images_and_sets_the_pap
         ("r2r", "vae"),
     ]
     assert ((trained["kept_step"] % 2 == 0) & (trained["kept_step"] <= trained["steps"])).all()
+    for fit_row in trained.itertuples(index=False):  # each fit's validation curve is kept and plotted
+        curve = json.loads(
+            (tmp_path / "fits" / f"{fit_row.split}_case0" / f"{fit_row.model}_seed0.val.json").read_text()
+        )
+        assert [step for step, _ in curve] == list(range(2, int(fit_row.steps) + 1, 2))
+        assert fit_row.kept_step in [step for step, _ in curve]
+    assert (tmp_path / "plots" / "r2r_case0_validation.png").exists()
     paper = tables["paper_vs_ours"].set_index(["split", "model"])["paper_heldout_bce"]
     assert (paper[("r2r", "cartanfm")], paper[("r2e", "cartanfm")], paper[("r2r", "vae")]) == (
         7.02,

@@ -18,6 +18,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 import torch
+from matplotlib.figure import Figure
 
 from litlab.core.cache import write_text_atomic
 from litlab.core.figures import save_figure
@@ -31,6 +32,7 @@ from litlab.methods.symspace.module import CartanFM, ReconstructionModule, recon
 from litlab.task import TaskContext
 
 log = logging.getLogger("litlab")
+Curve = list[list[float]]  # [step, val/id_bce] at each validation of one fit
 ModuleFactory = Callable[..., ReconstructionModule]
 
 
@@ -163,17 +165,19 @@ def run_case(
     classifier_epochs: int = 0,
     stopping: EarlyStopping | None = None,
     fits_dir: Path | None = None,
-) -> tuple[pd.DataFrame, dict[str, torch.Tensor], SpritesDataModule]:
+) -> tuple[pd.DataFrame, dict[str, torch.Tensor], dict[tuple[str, int], Curve], SpritesDataModule]:
     """Train and score every model × seed on one split; rows of scores (with the steps trained and, under
-    early stopping, the step of the weights kept), and seed 0's reconstructions of the held-out images
-    picked by :func:`grid_pick`. With ``fits_dir``, every finished fit is saved there and read back instead
-    of trained again (a killed study rerun with ``resume=auto`` loses at most the fit under way)."""
+    early stopping, the step of the weights kept), seed 0's reconstructions of the held-out images
+    picked by :func:`grid_pick`, and each fit's validation curve under early stopping. With ``fits_dir``,
+    every finished fit is saved there and read back instead of trained again (a killed study rerun with
+    ``resume=auto`` loses at most the fit under way)."""
     data = SpritesDataModule(**data_kwargs)
     data.setup()
     if fits_dir is not None:
         fits_dir.mkdir(parents=True, exist_ok=True)
     jobs = [(name, seed) for seed in seeds for name in models]
     saved = {job: _saved_fit(fits_dir, *job) for job in jobs}
+    curves: dict[tuple[str, int], Curve] = {}
     classifier = None
     if classifier_epochs and not all(saved.values()):
         classifier = full_grid_classifier(fitter, data, classifier_epochs, seeds[0])
@@ -191,7 +195,7 @@ def run_case(
     pick = grid_pick(len(split_tensors(data, "test")[0]))
     for name, seed in track(jobs, description=f"{data.split} case {data.case}"):
         if saved[(name, seed)] is not None:
-            row, recon = saved[(name, seed)]
+            row, recon, curve = saved[(name, seed)]
         else:
             torch.manual_seed(seed)
             module, fitted = fit(
@@ -202,21 +206,52 @@ def run_case(
             row = {"split": data.split, "case": data.case, "model": name, "seed": seed}
             row |= {"steps": fitted.steps, "kept_step": kept, **results}
             recon = full_recon[pick]
+            curve = validation_curve(fitted)
             if fits_dir is not None:
                 torch.save(recon, fits_dir / f"{name}_seed{seed}.pt")
+                write_text_atomic(fits_dir / f"{name}_seed{seed}.val.json", json.dumps(curve))
                 write_text_atomic(fits_dir / f"{name}_seed{seed}.json", json.dumps(row))  # marks it done
         rows.append(row)
+        if curve:
+            curves[(name, seed)] = curve
         if seed == seeds[0]:
             examples[name] = recon
-    return pd.DataFrame(rows), examples, data
+    return pd.DataFrame(rows), examples, curves, data
 
 
-def _saved_fit(fits_dir: Path | None, name: str, seed: int) -> tuple[dict, torch.Tensor] | None:
-    """A finished fit's row and picked reconstructions from ``fits_dir``, or None."""
+def validation_curve(fitted: FitResult) -> Curve:
+    """``[step, val/id_bce]`` at every validation of a fit (empty without early stopping)."""
+    return [[row["step"], row["val/id_bce"]] for row in fitted.history if "val/id_bce" in row]
+
+
+def _saved_fit(fits_dir: Path | None, name: str, seed: int) -> tuple[dict, torch.Tensor, Curve] | None:
+    """A finished fit's row, picked reconstructions and validation curve from ``fits_dir``, or None
+    (fits saved before curves were kept have none)."""
     if fits_dir is None or not (fits_dir / f"{name}_seed{seed}.json").is_file():
         return None
     row = json.loads((fits_dir / f"{name}_seed{seed}.json").read_text())
-    return row, torch.load(fits_dir / f"{name}_seed{seed}.pt")
+    curve_file = fits_dir / f"{name}_seed{seed}.val.json"
+    curve = json.loads(curve_file.read_text()) if curve_file.is_file() else []
+    return row, torch.load(fits_dir / f"{name}_seed{seed}.pt"), curve
+
+
+def validation_figure(curves: dict[tuple[str, int], Curve], kept: dict[tuple[str, int], int]) -> Figure:
+    """In-distribution validation BCE against step, one line per model and seed, the kept step marked."""
+    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    colours: dict[str, str] = {}
+    for (name, seed), curve in curves.items():
+        steps, values = (list(column) for column in zip(*curve, strict=True))
+        label = None if name in colours else name
+        colour = colours.setdefault(name, f"C{len(colours)}")
+        ax.plot(steps, values, color=colour, lw=1, label=label)
+        if kept.get((name, seed)) in steps:
+            ax.plot(kept[(name, seed)], values[steps.index(kept[(name, seed)])], "o", color=colour, ms=4)
+    ax.set_xlabel("step")
+    ax.set_ylabel("val/id_bce (dot: weights kept)")
+    ax.set_yscale("log")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
 
 
 def grid_pick(n_images: int, n: int = 10) -> torch.Tensor:
@@ -294,7 +329,7 @@ def symspace_benchmark(
     frames = []
     for split in splits:
         for case in cases:
-            frame, examples, datamodule = run_case(
+            frame, examples, curves, datamodule = run_case(
                 ctx.fitter,
                 models,
                 {**(data or {}), "split": split, "case": case},
@@ -308,6 +343,12 @@ def symspace_benchmark(
             originals, _ = split_tensors(datamodule, "test")
             grid = reconstruction_grid(originals[grid_pick(len(originals))], examples)
             save_figure(grid, output_dir, f"{split}_case{case}_heldout")
+            if curves:
+                trained = frame[frame["model"] != "data"]
+                kept = {
+                    (row.model, int(row.seed)): int(row.kept_step) for row in trained.itertuples(index=False)
+                }
+                save_figure(validation_figure(curves, kept), output_dir, f"{split}_case{case}_validation")
     runs = pd.concat(frames, ignore_index=True)
     table = runs.drop(columns="seed").groupby(["split", "case", "model"], sort=False).mean().reset_index()
     log.info("\n%s", table.round(3).to_string(index=False))

@@ -83,7 +83,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
-    frame, _, _ = run_case(
+    frame, _, _, _ = run_case(
         Fitter(),
         models(args.lr, args.width, args.models.split(","), args.decoder, args.cartan_form),
         {"split": args.split, "case": args.case, "grid": GRIDS[args.grid], "batch_size": args.batch},
