@@ -235,7 +235,9 @@ def _saved_fit(fits_dir: Path | None, name: str, seed: int) -> tuple[dict, torch
     return row, torch.load(fits_dir / f"{name}_seed{seed}.pt"), curve
 
 
-def validation_figure(curves: dict[tuple[str, int], Curve], kept: dict[tuple[str, int], int]) -> Figure:
+def validation_figure(
+    curves: dict[tuple[str, int], Curve], kept: dict[tuple[str, int], int], title: str = ""
+) -> Figure:
     """In-distribution validation BCE against step, one line per model and seed, the kept step marked."""
     fig, ax = plt.subplots(figsize=(5.5, 3.4))
     colours: dict[str, str] = {}
@@ -249,6 +251,7 @@ def validation_figure(curves: dict[tuple[str, int], Curve], kept: dict[tuple[str
     ax.set_xlabel("step")
     ax.set_ylabel("val/id_bce (dot: weights kept)")
     ax.set_yscale("log")
+    ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
@@ -348,7 +351,8 @@ def symspace_benchmark(
                 kept = {
                     (row.model, int(row.seed)): int(row.kept_step) for row in trained.itertuples(index=False)
                 }
-                save_figure(validation_figure(curves, kept), output_dir, f"{split}_case{case}_validation")
+                figure = validation_figure(curves, kept, f"{split} case {case}: in-distribution validation")
+                save_figure(figure, output_dir, f"{split}_case{case}_validation")
     runs = pd.concat(frames, ignore_index=True)
     table = runs.drop(columns="seed").groupby(["split", "case", "model"], sort=False).mean().reset_index()
     log.info("\n%s", table.round(3).to_string(index=False))
