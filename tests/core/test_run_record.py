@@ -24,16 +24,20 @@ def test_each_leg_appends_its_command_and_code_and_keeps_a_changed_config(
     assert (tmp_path / "git.txt").read_text().startswith(("commit: ", "not a git checkout"))
 
     with caplog.at_level(logging.WARNING):
-        _leg(tmp_path, config)  # leg 2: same config
-    assert not caplog.records
-    assert not list(tmp_path.glob("config_resolved.leg*.yaml"))
+        _leg(tmp_path, {**config, "resume": "auto"})  # leg 2: the same run, resumed
+    assert not caplog.records, "resume= says how a leg starts, not what it runs: no warning"
 
-    changed = {"task": {"early_stopping": {"every": 200, "min_steps": 2000}, "splits": ["r2e"]}, "seed": 0}
+    changed = {
+        "task": {"early_stopping": {"every": 200, "min_steps": 2000}, "splits": ["r2e"]},
+        "seed": 0,
+        "resume": "auto",
+    }
     with caplog.at_level(logging.WARNING):
         _leg(tmp_path, changed)  # leg 3: two keys differ
     assert (tmp_path / "config_resolved.yaml").read_text() == first, "the first leg's config is kept"
     assert OmegaConf.load(tmp_path / "config_resolved.leg3.yaml").task.early_stopping.min_steps == 2000
     [warning] = caplog.records
+    assert "resume:" not in warning.getMessage()
     assert "leg 3" in warning.getMessage()
     assert "task.early_stopping.min_steps: (absent) -> 2000" in warning.getMessage()
     assert "task.splits[0]: r2r -> r2e" in warning.getMessage()

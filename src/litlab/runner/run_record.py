@@ -15,6 +15,7 @@ import litlab
 
 log = logging.getLogger(__name__)
 SHOWN_CHANGES = 6  # config differences named in the resume warning; the rest are counted
+LEG_KEYS = ("resume",)  # keys that say how a leg starts, not what the run is: not warned about
 
 
 def _git(args: list[str], cwd: Path) -> str | None:
@@ -85,13 +86,15 @@ def _record_later_leg(out: Path, command: str, resolved: str) -> None:
     if first == resolved:
         return
     (out / f"config_resolved.leg{leg}.yaml").write_text(resolved)
-    changes = config_changes(first, resolved)
+    changes = [change for change in config_changes(first, resolved) if change.split(":")[0] not in LEG_KEYS]
+    if not changes:
+        return
     more = f" (and {len(changes) - SHOWN_CHANGES} more)" if len(changes) > SHOWN_CHANGES else ""
     log.warning(
         "resumed leg %d runs with a config that differs from the first leg's: %s%s; both are kept "
         "(config_resolved.yaml, config_resolved.leg%d.yaml)",
         leg,
-        "; ".join(changes[:SHOWN_CHANGES]) or "formatting only",
+        "; ".join(changes[:SHOWN_CHANGES]),
         more,
         leg,
     )
