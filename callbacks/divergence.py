@@ -58,11 +58,14 @@ class DivergenceGuard(L.Callback):
     def on_before_backward(
         self, trainer: L.Trainer, pl_module: L.LightningModule, loss: torch.Tensor
     ) -> None:
-        if trainer.global_step % self.check_every_n_steps:
+        step = trainer.global_step
+        if step % self.check_every_n_steps:
             return
-        self._pending.append((trainer.global_step, loss.detach()))
-        on_cpu = loss.device.type == "cpu"
-        if on_cpu or self.first_loss is None or len(self._pending) >= self.read_every_n_checks:
+        if loss.device.type == "cpu":  # reading it waits for nothing: check it now
+            self._check_loss(trainer, step, loss.item())
+            return
+        self._pending.append((step, loss.detach()))
+        if self.first_loss is None or len(self._pending) >= self.read_every_n_checks:
             self._check_losses(trainer)
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -76,19 +79,23 @@ class DivergenceGuard(L.Callback):
         values = torch.stack([loss.float() for _, loss in self._pending]).tolist()
         self._pending = []
         for step, value in zip(steps, values, strict=True):
-            if not math.isfinite(value):
-                self._fail(trainer, f"the training loss became {value}", step)
-            if self.first_loss is None:
-                self.first_loss = abs(value)
-            limit = None if self.max_loss_ratio is None else self.max_loss_ratio * max(self.first_loss, 1e-12)
-            if limit is not None and abs(value) > limit:
-                self._fail(
-                    trainer,
-                    f"the training loss exploded to {value:.3g} (more than {self.max_loss_ratio:g} x the "
-                    f"first loss {self.first_loss:.3g}; callbacks.divergence_guard.max_loss_ratio sets the "
-                    "limit)",
-                    step,
-                )
+            self._check_loss(trainer, step, value)
+
+    def _check_loss(self, trainer: L.Trainer, step: int, value: float) -> None:
+        """Fail if the loss of ``step`` is non-finite or above ``max_loss_ratio`` x the first loss."""
+        if not math.isfinite(value):
+            self._fail(trainer, f"the training loss became {value}", step)
+        if self.first_loss is None:
+            self.first_loss = abs(value)
+        limit = None if self.max_loss_ratio is None else self.max_loss_ratio * max(self.first_loss, 1e-12)
+        if limit is not None and abs(value) > limit:
+            self._fail(
+                trainer,
+                f"the training loss exploded to {value:.3g} (more than {self.max_loss_ratio:g} x the "
+                f"first loss {self.first_loss:.3g}; callbacks.divergence_guard.max_loss_ratio sets the "
+                "limit)",
+                step,
+            )
 
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: object, batch: object, batch_idx: int
