@@ -43,32 +43,26 @@ def _git_state() -> tuple[list[str], str]:
     return fields, diff
 
 
-def _flat(node: Any, prefix: str = "") -> dict[str, Any]:
-    """A resolved config as ``{dotted.key: leaf value}``."""
-    if isinstance(node, dict):
-        items: list[tuple[str, Any]] = [(f"{prefix}{key}", value) for key, value in node.items()]
-    elif isinstance(node, list):
-        items = [(f"{prefix}[{index}]", value) for index, value in enumerate(node)]
+def _flat(node: Any, key: str = "") -> dict[str, Any]:
+    """A resolved config as ``{dotted.key: leaf value}`` (list items as ``key[i]``)."""
+    if isinstance(node, dict) and node:
+        children = [(f"{key}.{name}" if key else str(name), child) for name, child in node.items()]
+    elif isinstance(node, list) and node:
+        children = [(f"{key}[{index}]", child) for index, child in enumerate(node)]
     else:
-        return {prefix.rstrip("."): node}
-    flat: dict[str, Any] = {}
-    for key, value in items:
-        if isinstance(value, dict | list) and value:
-            flat.update(_flat(value, f"{key}." if isinstance(value, dict) else key))
-        else:
-            flat[key] = value
-    return flat
+        return {key: node}
+    return {leaf: value for child_key, child in children for leaf, value in _flat(child, child_key).items()}
 
 
-def config_changes(before: str, after: str) -> list[str]:
-    """``key: old -> new`` for every leaf that differs between two resolved configs (YAML text)."""
+def config_changes(before: str, after: str, ignore: tuple[str, ...] = ()) -> list[str]:
+    """``key: old -> new`` for every leaf outside ``ignore`` that differs between two resolved configs."""
     old = _flat(OmegaConf.to_container(OmegaConf.create(before)))
     new = _flat(OmegaConf.to_container(OmegaConf.create(after)))
     missing = "(absent)"
     return [
         f"{key}: {old.get(key, missing)} -> {new.get(key, missing)}"
         for key in sorted(old.keys() | new.keys())
-        if old.get(key, missing) != new.get(key, missing)
+        if key not in ignore and old.get(key, missing) != new.get(key, missing)
     ]
 
 
@@ -86,7 +80,7 @@ def _record_later_leg(out: Path, command: str, resolved: str) -> None:
     if first == resolved:
         return
     (out / f"config_resolved.leg{leg}.yaml").write_text(resolved)
-    changes = [change for change in config_changes(first, resolved) if change.split(":")[0] not in LEG_KEYS]
+    changes = config_changes(first, resolved, ignore=LEG_KEYS)
     if not changes:
         return
     more = f" (and {len(changes) - SHOWN_CHANGES} more)" if len(changes) > SHOWN_CHANGES else ""
