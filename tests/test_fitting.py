@@ -194,3 +194,64 @@ def test_fit_calls_the_per_step_hooks_in_lightning_order() -> None:
     Fitter().fit(module, DataLoader(_data(), batch_size=32), max_steps=3)
     assert [name for name, _ in module.seen] == ["after_backward", "batch_end"] * 3
     assert [index for name, index in module.seen if name == "batch_end"] == [0, 1, 0]
+
+
+class _Noisy(Linear):
+    """Adds Gaussian noise to its inputs, so its steps draw from the global generator."""
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return super().training_step([x + 0.1 * torch.randn_like(x), y], batch_idx)
+
+
+def _noisy_fit(max_steps: int, loader: str, checkpoint=None, patience: int = 50):
+    """A seeded, shuffled, validated fit of ``_Noisy``: 3 batches an epoch, validation every 4 steps."""
+    torch.manual_seed(0)
+    module = _Noisy()
+    if loader == "generator":  # the shuffle draws from the loader's own generator (the sprites' loaders)
+        generator = torch.Generator().manual_seed(3)
+        train = DataLoader(_data(), batch_size=24, shuffle=True, generator=generator)
+    else:  # an EpochShuffle, seeded by (seed, epoch) through set_epoch
+        train = batch_loader(TensorBatchDataset(*_data().tensors), 24, shuffle=True, seed=3, num_workers=0)
+    val = DataLoader(_data(32, 1), batch_size=32)
+    stopping = {"val_every_n_steps": 4, "monitor": "val/loss", "patience": patience, "restore_best": True}
+    result = Fitter().fit(module, train, val, max_steps=max_steps, seed=7, checkpoint=checkpoint, **stopping)
+    return module, result
+
+
+@pytest.mark.parametrize("loader", ["generator", "epoch_shuffle"])
+def test_a_fit_continued_from_its_checkpoint_equals_one_never_stopped(tmp_path, loader: str) -> None:
+    whole, whole_result = _noisy_fit(22, loader)
+    checkpoint = tmp_path / "fit.ckpt"
+    _noisy_fit(10, loader, checkpoint)  # saved at step 8: inside epoch 2, two of its batches done
+    assert torch.load(checkpoint, weights_only=True)["loop"]["batches_done"] == 2
+    _noisy_fit(13, loader, checkpoint)  # continues from step 8; saved at step 12, the end of epoch 3
+    assert torch.load(checkpoint, weights_only=True)["loop"]["batches_done"] == 3
+    legs, result = _noisy_fit(22, loader, checkpoint)
+    assert result.history == whole_result.history and result.best_step == whole_result.best_step
+    assert (result.steps, result.epochs) == (whole_result.steps, whole_result.epochs) == (22, 8)
+    assert all(torch.equal(a, b) for a, b in zip(legs.parameters(), whole.parameters(), strict=True))
+
+
+def test_a_finished_fit_continued_from_its_checkpoint_trains_no_further(tmp_path) -> None:
+    checkpoint = tmp_path / "fit.ckpt"
+    first, stopped = _noisy_fit(400, "generator", checkpoint, patience=1)
+    assert stopped.stopped_early and stopped.steps < 400
+    again, result = _noisy_fit(400, "generator", checkpoint, patience=1)
+    assert (result.steps, result.best_step, result.stopped_early) == (stopped.steps, stopped.best_step, True)
+    assert result.history == stopped.history
+    assert all(torch.equal(a, b) for a, b in zip(again.parameters(), first.parameters(), strict=True))
+    _, extended = _noisy_fit(400, "generator", checkpoint, patience=3)  # more patience extends it
+    assert extended.steps > stopped.steps and extended.history[: len(stopped.history)] == stopped.history
+
+
+def test_a_checkpoint_that_does_not_fit_the_model_is_a_clear_error(tmp_path) -> None:
+    checkpoint = tmp_path / "fit.ckpt"
+    _noisy_fit(4, "generator", checkpoint)
+    wider = Linear()
+    wider.net = torch.nn.Linear(3, 2)
+    with pytest.raises(LitlabError, match=r"cannot continue the fit saved in .*fit.ckpt: .*size mismatch"):
+        Fitter().fit(wider, DataLoader(_data(), batch_size=64), max_steps=8, checkpoint=checkpoint)
+    checkpoint.write_bytes(b"not a checkpoint")
+    with pytest.raises(LitlabError, match="delete the file to start the fit afresh"):
+        Fitter().fit(Linear(), DataLoader(_data(), batch_size=64), max_steps=8, checkpoint=checkpoint)

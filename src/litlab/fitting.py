@@ -11,19 +11,25 @@ Hooks called on the module: ``on_fit_start``, ``on_train_start``, ``on_train_epo
 ``on_after_backward``, ``on_train_batch_end``, ``on_train_epoch_end``, ``on_validation_epoch_start``,
 ``on_validation_epoch_end``, ``on_train_end``, ``on_fit_end``. Values passed to ``self.log`` are
 collected: training values averaged since the last validation, validation values averaged over the
-validation batches (and over ranks).
+validation batches (and over ranks). A fit given a ``checkpoint`` file saves its whole state there after
+every validation and, started again with the file present, continues where it was saved.
 """
 
 from __future__ import annotations
 
 import copy
 import math
+import os
+import pickle
+import random
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import lightning as L
+import numpy as np
 import torch
 from lightning.fabric.loggers import Logger as FabricLogger
 from lightning.fabric.utilities.rank_zero import rank_zero_only
@@ -179,6 +185,7 @@ class Fitter:
         restore_best: bool = False,
         seed: int | None = None,
         progress: str | None = None,
+        checkpoint: str | Path | None = None,
     ) -> FitResult:
         """Train ``module`` on ``train`` (a DataLoader/iterable or a DataModule) and return what happened.
 
@@ -189,6 +196,11 @@ class Fitter:
         early transient rise of the monitored value cannot end it), and ``restore_best`` loads the best
         weights back; ``FitResult.metrics`` then are the metrics of the best validation. ``progress``, a
         description (with ``max_steps``), reports the steps done: a terminal bar, else a log line per 10 %.
+        ``checkpoint``, a file: the fit's state (weights, optimizer, scheduler, step, early-stopping state,
+        random number generators, the loader's place in its epoch) is written there atomically after every
+        validation; when the file exists the fit continues from it, drawing in one process the same batches
+        and noise as a fit never stopped. A larger ``max_steps`` or ``patience`` than the saved fit's extends
+        it. The caller deletes the file once the fit's result is kept.
         """
         if max_steps is None and max_epochs is None:
             raise LitlabError("Fitter.fit needs max_steps or max_epochs")
@@ -200,6 +212,7 @@ class Fitter:
         if seed is not None:
             L.seed_everything(seed, workers=True, verbose=False)
         train_loader, val_loader = self._loaders(module, train, val)
+        generators = _loader_generators(train_loader)
         configured = module.configure_optimizers()
         optimizer, scheduler, interval = _split_optimizers(configured)
         model, optimizer = fabric.setup(module, optimizer)
@@ -210,12 +223,13 @@ class Fitter:
         collector.take()
 
         loop = _Loop(fabric, model, module, optimizer, scheduler, interval, collector, self.gradient_clip_val)
+        if checkpoint is not None:
+            loop.keep_state_in(Path(checkpoint), generators)
         reported = progress is not None and fabric.is_global_zero
-        steps_done = track(range(max_steps), progress) if reported else None
+        steps_done = track(range(loop.step, max_steps), progress) if reported else None
         if steps_done is not None:
             loop.on_step = lambda: next(steps_done, None)
             loop.on_step()  # the bar, or the first log line, before the first step
-        start = time.perf_counter()
         try:
             result = loop.run(
                 train_loader,
@@ -232,7 +246,6 @@ class Fitter:
         finally:
             if steps_done is not None:
                 steps_done.close()  # an early stop or an error closes the bar
-        result.seconds = time.perf_counter() - start
         return result
 
     @torch.no_grad()
@@ -262,7 +275,7 @@ class Fitter:
 
 
 class _Loop:
-    """The training loop of one fit (state that lives only as long as the fit)."""
+    """The training loop of one fit (state that lives only as long as the fit, or in its checkpoint)."""
 
     def __init__(
         self,
@@ -278,13 +291,42 @@ class _Loop:
         self.fabric, self.model, self.module = fabric, model, module
         self.optimizer, self.scheduler, self.interval = optimizer, scheduler, interval
         self.collector, self.clip = collector, clip
+        self.on_step: Callable[[], object] | None = None  # called after every optimizer step
+        self.checkpoint: Path | None = None
+        self.generators: list[torch.Generator] = []
+        self.resumed = False
+        self.resume_rng: dict[str, Any] = {}  # generator states when the checkpoint was written
+        self.started = 0.0  # perf_counter when this leg of the fit began
+        # The state a checkpoint holds besides weights, optimizer and generators (``_LOOP_KEYS``).
+        self.step = self.epoch = self.batches_done = 0  # batches_done: of the current epoch
+        self.seconds = 0.0  # spent by earlier legs of the fit
         self.history: list[dict[str, float]] = []
         self.best_value = math.inf
         self.best_step: int | None = None
         self.best_state: dict[str, torch.Tensor] | None = None
         self.best_metrics: dict[str, float] = {}
         self.since_best = 0
-        self.on_step: Callable[[], object] | None = None  # called after every optimizer step
+        self.epoch_rng: dict[str, Any] = {}  # generator states as the current epoch began
+
+    def keep_state_in(self, path: Path, generators: list[torch.Generator]) -> None:
+        """Save the fit's state to ``path`` after every validation; continue from it if it exists."""
+        self.checkpoint, self.generators = path, generators
+        if not path.exists():
+            return
+        try:
+            objects = {"model": self.model, "optimizer": self.optimizer}
+            saved = self.fabric.load(path, objects, weights_only=True)
+            if self.scheduler is not None:
+                self.scheduler.load_state_dict(saved["scheduler"])
+            for key in _LOOP_KEYS:
+                setattr(self, key, saved["loop"][key])
+            self.resume_rng = saved["rng"]
+        except (RuntimeError, KeyError, EOFError, OSError, pickle.UnpicklingError) as error:
+            reason = " ".join(str(error).split())[:300]
+            raise LitlabError(
+                f"cannot continue the fit saved in {path}: {reason}; delete the file to start the fit afresh"
+            ) from error
+        self.resumed = True
 
     def run(
         self,
@@ -301,14 +343,17 @@ class _Loop:
         restore_best: bool,
     ) -> FitResult:
         module, model = self.module, self.model
+        self.started = time.perf_counter()
         module.on_fit_start()
         module.on_train_start()
-        step = epoch = 0
-        stop, early = max_steps <= 0 or max_epochs <= 0, False  # a zero budget trains nothing
-        last: dict[str, float] = {}
-        while not stop and epoch < max_epochs:
+        early = self.resumed and self._out_of_patience(patience, min_steps)
+        stop = early or self.step >= max_steps or self.epoch >= max_epochs  # a zero budget trains nothing
+        last: dict[str, float] = self.history[-1] if self.history else {}
+        if self.resumed and hasattr(train_loader, "_num_iter_calls"):
+            train_loader._num_iter_calls = self.epoch  # Fabric calls the sampler's set_epoch with this count
+        while not stop and self.epoch < max_epochs:
             module.on_train_epoch_start()
-            for index, batch in enumerate(train_loader):
+            for index, batch in self._batches(train_loader):
                 model.train()
                 output = model.training_step(batch, index)
                 loss = _as_loss(output)
@@ -318,30 +363,32 @@ class _Loop:
                 if self.clip is not None:
                     self.fabric.clip_gradients(model, self.optimizer, max_norm=self.clip)
                 self.optimizer.step()
-                step += 1
+                self.step += 1
+                self.batches_done = index + 1
                 if self.on_step is not None:
                     self.on_step()
                 module.on_train_batch_end(output, batch, index)
                 if self.scheduler is not None and self.interval == "step":
                     self.scheduler.step()
-                if val_every is not None and step % val_every == 0:
-                    last = self._validate(val_loader, step, epoch, monitor, sign, restore_best)
-                    early = self._out_of_patience(patience, step, min_steps)
-                if early or step >= max_steps:
+                if val_every is not None and self.step % val_every == 0:
+                    last = self._validate(val_loader, monitor, sign, restore_best)
+                    early = self._out_of_patience(patience, min_steps)
+                if early or self.step >= max_steps:
                     stop = True
                     break
             module.on_train_epoch_end()
-            epoch += 1
+            self.epoch += 1
+            self.batches_done = 0
             if self.scheduler is not None and self.interval == "epoch":
                 self.scheduler.step()
             if not stop and val_every is None:
-                last = self._validate(val_loader, step, epoch - 1, monitor, sign, restore_best)
-                early = self._out_of_patience(patience, step, min_steps)
+                last = self._validate(val_loader, monitor, sign, restore_best)
+                early = self._out_of_patience(patience, min_steps)
                 stop = early
-        if not self.history or self.history[-1]["step"] != step:
+        if not self.history or self.history[-1]["step"] != self.step:
             train_metrics = _reduced(self.fabric, self.collector.take())
             if train_metrics:
-                last = {**train_metrics, "step": float(step), "epoch": float(epoch - 1)}
+                last = {**train_metrics, "step": float(self.step), "epoch": float(self.epoch - 1)}
                 self.history.append(last)
         module.on_train_end()
         module.on_fit_end()
@@ -351,30 +398,42 @@ class _Loop:
             if restore_best and self.best_state is not None:
                 module.load_state_dict(self.best_state)
         return FitResult(
-            steps=step,
-            epochs=epoch,
-            seconds=0.0,
+            steps=self.step,
+            epochs=self.epoch,
+            seconds=self._seconds(),
             metrics={k: v for k, v in metrics.items() if k not in ("step", "epoch")},
             history=self.history,
             best_step=self.best_step,
             stopped_early=early,
         )
 
-    def _out_of_patience(self, patience: int | None, step: int, min_steps: int) -> bool:
+    def _batches(self, train_loader: Iterable) -> Iterable[tuple[int, Any]]:
+        """(index, batch) of the current epoch; a resumed fit first skips the batches its epoch had done."""
+        if self.checkpoint is None:
+            return enumerate(train_loader)
+        if not self.resumed:
+            self.epoch_rng = _rng_states(self.generators)
+            return enumerate(train_loader)
+        self.resumed = False
+        _set_rng_states(self.epoch_rng, self.generators)  # the shuffle this epoch drew when it began
+        batches = iter(train_loader)
+        for _ in range(self.batches_done):
+            next(batches, None)
+        _set_rng_states(self.resume_rng, self.generators)
+        return enumerate(batches, start=self.batches_done)
+
+    def _out_of_patience(self, patience: int | None, min_steps: int) -> bool:
         """True when ``patience`` validations passed without a new best and ``min_steps`` steps are done."""
-        return patience is not None and self.since_best >= patience and step >= min_steps
+        return patience is not None and self.since_best >= patience and self.step >= min_steps
 
     @torch.no_grad()
     def _validate(
-        self,
-        val_loader: Iterable | None,
-        step: int,
-        epoch: int,
-        monitor: str | None,
-        sign: float,
-        restore_best: bool,
+        self, val_loader: Iterable | None, monitor: str | None, sign: float, restore_best: bool
     ) -> dict[str, float]:
-        row = {"step": float(step), "epoch": float(epoch), **_reduced(self.fabric, self.collector.take())}
+        """Validate, track the best, and save the fit's state when it has a checkpoint file."""
+        epoch = self.epoch if self.batches_done else self.epoch - 1  # the epoch the last step belongs to
+        row = {"step": float(self.step), "epoch": float(epoch)}
+        row.update(_reduced(self.fabric, self.collector.take()))
         if val_loader is not None:
             self.model.eval()
             self.module.on_validation_epoch_start()
@@ -389,13 +448,85 @@ class _Loop:
                 raise LitlabError(f"monitor={monitor!r} was not logged; logged: {logged}")
             value = sign * row[monitor]
             if value < self.best_value:
-                self.best_value, self.best_step, self.best_metrics = value, step, dict(row)
+                self.best_value, self.best_step, self.best_metrics = value, self.step, dict(row)
                 self.since_best = 0
                 if restore_best:
                     self.best_state = copy.deepcopy(self.module.state_dict())
             else:
                 self.since_best += 1
+        if self.checkpoint is not None:
+            self._save()
         return row
+
+    def _seconds(self) -> float:
+        """Seconds the fit has trained, over all its legs."""
+        return self.seconds + time.perf_counter() - self.started
+
+    def _save(self) -> None:
+        """Write the fit's state to its checkpoint file atomically (a temporary file, then a rename)."""
+        assert self.checkpoint is not None
+        state: dict[str, Any] = {"model": self.model, "optimizer": self.optimizer}
+        state["loop"] = {key: getattr(self, key) for key in _LOOP_KEYS} | {"seconds": self._seconds()}
+        state["rng"] = _rng_states(self.generators)
+        if self.scheduler is not None:
+            state["scheduler"] = self.scheduler.state_dict()
+        partial = self.checkpoint.with_name(self.checkpoint.name + ".partial")
+        self.fabric.save(partial, state)
+        self.fabric.barrier()
+        if self.fabric.is_global_zero:
+            os.replace(partial, self.checkpoint)
+
+
+# The loop's own state in a checkpoint (with the weights, the optimizer and the generators' states).
+_LOOP_KEYS = (
+    "step",
+    "epoch",
+    "batches_done",
+    "seconds",
+    "history",
+    "best_value",
+    "best_step",
+    "best_state",
+    "best_metrics",
+    "since_best",
+    "epoch_rng",
+)
+
+
+def _loader_generators(loader: Any) -> list[torch.Generator]:
+    """The torch generators a DataLoader draws its shuffle from (its own and its samplers'), once each."""
+    owners = [loader, getattr(loader, "sampler", None), getattr(loader, "batch_sampler", None)]
+    owners.append(getattr(owners[-1], "sampler", None))
+    found: dict[int, torch.Generator] = {}
+    for owner in owners:
+        generator = getattr(owner, "generator", None)
+        if isinstance(generator, torch.Generator):
+            found.setdefault(id(generator), generator)
+    return list(found.values())
+
+
+def _rng_states(generators: list[torch.Generator]) -> dict[str, Any]:
+    """The states of Python's, NumPy's and torch's global generators (CPU and CUDA) and of ``generators``."""
+    kind, keys, position, has_gauss, cached = np.random.get_state()  # noqa: NPY002 (the global one is seeded)
+    return {
+        "python": random.getstate(),
+        "numpy": (kind, torch.from_numpy(keys.astype(np.int64)), position, has_gauss, cached),
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else [],
+        "generators": [generator.get_state() for generator in generators],
+    }
+
+
+def _set_rng_states(states: dict[str, Any], generators: list[torch.Generator]) -> None:
+    """Restore what :func:`_rng_states` returned."""
+    kind, keys, position, has_gauss, cached = states["numpy"]
+    random.setstate(states["python"])
+    np.random.set_state((kind, keys.numpy().astype(np.uint32), position, has_gauss, cached))  # noqa: NPY002
+    torch.set_rng_state(states["torch"])
+    if states["cuda"]:
+        torch.cuda.set_rng_state_all(states["cuda"])
+    for generator, state in zip(generators, states["generators"], strict=True):
+        generator.set_state(state)
 
 
 def _reduced(fabric: L.Fabric, metrics: dict[str, float]) -> dict[str, float]:
