@@ -7,7 +7,8 @@
 # CASES (split:case in order, default all six), TRAINER (default gpu; cpu runs the same protocol here), EXTRA
 # (more overrides, e.g. to shrink it for a test).
 # Writes <out>/<split>_case<k>/ (tables/{runs,table,paper_vs_ours}.{csv,md}, results.json, plots) and <out>/cases.json
-# (each case's exit code and seconds).
+# (each case's exit code and seconds). Run it again on the same out folder to go on where the last budget ended:
+# each case resumes (resume=auto) with its finished fits kept and the fit under way from its last validation.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-${OUT:-results/symspace/sprite_claim_gpu}}
@@ -39,7 +40,7 @@ for split_case in ${CASES:-r2r:0 r2r:1 r2r:2 r2e:0 r2e:1 r2e:2}; do
     task.max_steps="$STEPS" task.early_stopping.every=250 task.early_stopping.patience=4 \
     task.early_stopping.min_steps=$((STEPS / 2)) \
     task.models.fm_only.unet_width=64 task.models.cartanfm.unet_width=64 \
-    hydra.run.dir="$out/${split}_case${case}" $EXTRA
+    hydra.run.dir="$out/${split}_case${case}" resume=auto $EXTRA
   rc=$?
   cases+=("\"${split}_case${case}\": {\"exit_code\": $rc, \"seconds\": $((SECONDS - began))}")
 done

@@ -17,7 +17,7 @@ from litlab.datamodules.sprites import SpritesDataModule
 from litlab.fitting import Fitter
 from litlab.methods.symspace import benchmark
 from litlab.methods.symspace.benchmark import EarlyStopping, fit, score
-from litlab.methods.symspace.module import VAE
+from litlab.methods.symspace.module import VAE, CartanFM
 from litlab.task import TaskContext
 
 
@@ -81,10 +81,8 @@ def test_a_rerun_in_the_same_folder_trains_only_the_fits_not_yet_saved(
     pd.testing.assert_frame_equal(first, again)
 
 
-def test_the_sprite_claim_stops_early_on_in_distribution_images_and_sets_the_paper_beside_ours(
-    compose_config, tmp_path: Path, monkeypatch
-) -> None:
-    monkeypatch.setenv("LITLAB_CACHE", str(tmp_path / "cache"))
+def _tiny_sprite_claim(compose_config, *overrides: str):
+    """The sprite-claim task at a tiny size (R2E and R2R case 0, seed 0), with the VAE and CartanFM."""
     cfg = compose_config(
         "run",
         [
@@ -99,11 +97,19 @@ def test_the_sprite_claim_stops_early_on_in_distribution_images_and_sets_the_pap
             "task.data.batch_size=16",
             "task.models.cartanfm.unet_width=8",
             "task.models.cartanfm.sample_steps=2",
+            *overrides,
         ],
     )
     with open_dict(cfg):
         cfg.task.models = {name: cfg.task.models[name] for name in ("vae", "cartanfm")}
-    tables = instantiate(cfg.task)(TaskContext.local(tmp_path))["tables"]
+    return instantiate(cfg.task)
+
+
+def test_the_sprite_claim_stops_early_on_in_distribution_images_and_sets_the_paper_beside_ours(
+    compose_config, tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.setenv("LITLAB_CACHE", str(tmp_path / "cache"))
+    tables = _tiny_sprite_claim(compose_config)(TaskContext.local(tmp_path))["tables"]
     runs = tables["runs"]
     trained = runs[runs["model"] != "data"]
     assert sorted(set(zip(trained["split"], trained["model"], strict=True))) == [
@@ -120,12 +126,45 @@ def test_the_sprite_claim_stops_early_on_in_distribution_images_and_sets_the_pap
         assert [step for step, _ in curve] == list(range(2, int(fit_row.steps) + 1, 2))
         assert fit_row.kept_step in [step for step, _ in curve]
     assert (tmp_path / "plots" / "r2r_case0_validation.png").exists()
+    assert not list((tmp_path / "fits").rglob("*.ckpt*"))  # a saved fit's checkpoint is deleted
     paper = tables["paper_vs_ours"].set_index(["split", "model"])["paper_heldout_bce"]
     assert (paper[("r2r", "cartanfm")], paper[("r2e", "cartanfm")], paper[("r2r", "vae")]) == (
         7.02,
         2.21,
         28.81,
     )
+
+
+class _Killed(Exception):
+    """Stands for the process being killed."""
+
+
+def test_a_fit_killed_before_it_was_saved_continues_from_its_checkpoint(
+    compose_config, tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.setenv("LITLAB_CACHE", str(tmp_path / "cache"))
+    task = _tiny_sprite_claim(compose_config, "task.splits=[r2r]")
+    clean = task(TaskContext.local(tmp_path / "clean"))["tables"]["runs"]
+    real_score = benchmark.score
+
+    def killed_while_scoring_cartanfm(module, *args):
+        if isinstance(module, CartanFM):
+            raise _Killed
+        return real_score(module, *args)
+
+    monkeypatch.setattr(benchmark, "score", killed_while_scoring_cartanfm)
+    with pytest.raises(_Killed):
+        task(TaskContext.local(tmp_path / "killed"))
+    fits = tmp_path / "killed" / "fits" / "r2r_case0"
+    assert (fits / "cartanfm_seed0.ckpt").exists() and not (fits / "cartanfm_seed0.json").exists()
+    monkeypatch.setattr(benchmark, "score", real_score)
+    steps = []
+    real_step = CartanFM.training_step
+    monkeypatch.setattr(CartanFM, "training_step", lambda self, *a: steps.append(1) or real_step(self, *a))
+    again = task(TaskContext.local(tmp_path / "killed"))["tables"]["runs"]
+    assert not steps  # its state at its last validation was all it needed: no step trained again
+    pd.testing.assert_frame_equal(clean, again)
+    assert not list(fits.glob("*.ckpt*"))
 
 
 def _small_vae() -> tuple[SpritesDataModule, VAE]:

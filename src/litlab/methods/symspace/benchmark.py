@@ -55,8 +55,10 @@ def fit(
     max_steps: int,
     seed: int,
     stopping: EarlyStopping | None = None,
+    checkpoint: Path | None = None,
 ) -> tuple[ReconstructionModule, FitResult]:
-    """Train ``module`` on the set-up ``data``'s training split for at most ``max_steps`` seeded steps."""
+    """Train ``module`` on the set-up ``data``'s training split for at most ``max_steps`` seeded steps
+    (continuing the fit saved in ``checkpoint`` at its last validation, if that file exists)."""
     validation: dict = {}
     if stopping is not None:
         validation = {
@@ -67,7 +69,9 @@ def fit(
             "min_steps": stopping.min_steps,
             "restore_best": True,
         }
-    result = fitter.fit(module, data.train_dataloader(), max_steps=max_steps, seed=seed, **validation)
+    result = fitter.fit(
+        module, data.train_dataloader(), max_steps=max_steps, seed=seed, checkpoint=checkpoint, **validation
+    )
     return module.eval(), result
 
 
@@ -169,8 +173,9 @@ def run_case(
     """Train and score every model × seed on one split; rows of scores (with the steps trained and, under
     early stopping, the step of the weights kept), seed 0's reconstructions of the held-out images
     picked by :func:`grid_pick`, and each fit's validation curve under early stopping. With ``fits_dir``,
-    every finished fit is saved there and read back instead of trained again (a killed study rerun with
-    ``resume=auto`` loses at most the fit under way)."""
+    every finished fit is saved there and read back instead of trained again, and under early stopping the
+    fit under way keeps its state there at each validation (``<model>_seed<s>.ckpt``, deleted once the fit
+    is saved): a killed study rerun with ``resume=auto`` loses at most the steps since the last validation."""
     data = SpritesDataModule(**data_kwargs)
     data.setup()
     if fits_dir is not None:
@@ -198,9 +203,9 @@ def run_case(
             row, recon, curve = saved[(name, seed)]
         else:
             torch.manual_seed(seed)
-            module, fitted = fit(
-                fitter, models[name](image_shape=data.image_shape), data, max_steps, seed, stopping
-            )
+            checkpoint = fits_dir / f"{name}_seed{seed}.ckpt" if fits_dir and stopping else None
+            module = models[name](image_shape=data.image_shape)
+            module, fitted = fit(fitter, module, data, max_steps, seed, stopping, checkpoint)
             results, full_recon = score(module, data, classifier)
             kept = fitted.best_step if fitted.best_step is not None else fitted.steps
             row = {"split": data.split, "case": data.case, "model": name, "seed": seed}
@@ -211,6 +216,8 @@ def run_case(
                 torch.save(recon, fits_dir / f"{name}_seed{seed}.pt")
                 write_text_atomic(fits_dir / f"{name}_seed{seed}.val.json", json.dumps(curve))
                 write_text_atomic(fits_dir / f"{name}_seed{seed}.json", json.dumps(row))  # marks it done
+                if checkpoint is not None:
+                    checkpoint.unlink(missing_ok=True)  # a fit shorter than one validation has none
         rows.append(row)
         if curve:
             curves[(name, seed)] = curve
