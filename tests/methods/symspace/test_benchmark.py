@@ -4,6 +4,7 @@ plots; early stopping keeps the best in-distribution weights."""
 from __future__ import annotations
 
 import json
+import math
 from functools import partial
 from pathlib import Path
 
@@ -127,6 +128,9 @@ def test_the_sprite_claim_stops_early_on_in_distribution_images_and_sets_the_pap
         assert fit_row.kept_step in [step for step, _ in curve]
     assert (tmp_path / "plots" / "r2r_case0_validation.png").exists()
     assert not list((tmp_path / "fits").rglob("*.ckpt*"))  # a saved fit's checkpoint is deleted
+    floor = 256 * -math.log1p(-1e-3)  # 16x16 pixels at the official evaluation's clamp
+    assert (trained["heldout_bce_code"] >= floor - 1e-4).all()
+    assert "ours_heldout_bce_code" in tables["paper_vs_ours"]
     paper = tables["paper_vs_ours"].set_index(["split", "model"])["paper_heldout_bce"]
     assert (paper[("r2r", "cartanfm")], paper[("r2e", "cartanfm")], paper[("r2r", "vae")]) == (
         7.02,

@@ -67,8 +67,13 @@ def test_reconstruction_errors_against_direct_formulas() -> None:
     )
     torch.testing.assert_close(errors["bce"], bce.flatten(1).sum(1))
     torch.testing.assert_close(errors["mse"], (recon - target).square().flatten(1).sum(1))
+    clamped = recon.clamp(1e-3, 1 - 1e-3)
+    code = -(target * clamped.log() + (1 - target) * (1 - clamped).log())
+    torch.testing.assert_close(errors["bce_code"], code.flatten(1).sum(1))
     perfect = reconstruction_errors(target, target)
     assert float(perfect["mse"].max()) == 0.0 and float(perfect["bce"].max()) < 256 * 2e-4
+    # the official evaluation's clamp puts a floor under every score: 256 pixels × −ln(1 − 1e-3)
+    torch.testing.assert_close(perfect["bce_code"], torch.full((3,), -256 * math.log1p(-1e-3)))
 
 
 @pytest.mark.parametrize("sign", ["paper", "code"])
