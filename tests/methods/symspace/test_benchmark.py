@@ -107,10 +107,12 @@ def _tiny_sprite_claim(compose_config, *overrides: str):
 
 
 def test_the_sprite_claim_stops_early_on_in_distribution_images_and_sets_the_paper_beside_ours(
-    compose_config, tmp_path: Path, monkeypatch
+    compose_config, tmp_path: Path, monkeypatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setenv("LITLAB_CACHE", str(tmp_path / "cache"))
-    tables = _tiny_sprite_claim(compose_config)(TaskContext.local(tmp_path))["tables"]
+    with caplog.at_level("INFO", logger="litlab"):
+        tables = _tiny_sprite_claim(compose_config)(TaskContext.local(tmp_path))["tables"]
+    assert "r2r case 0: cartanfm seed 0: 0/6" in caplog.messages  # each fit reports its steps
     runs = tables["runs"]
     trained = runs[runs["model"] != "data"]
     assert sorted(set(zip(trained["split"], trained["model"], strict=True))) == [

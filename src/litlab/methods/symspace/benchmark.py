@@ -56,9 +56,11 @@ def fit(
     seed: int,
     stopping: EarlyStopping | None = None,
     checkpoint: Path | None = None,
+    progress: str | None = None,
 ) -> tuple[ReconstructionModule, FitResult]:
     """Train ``module`` on the set-up ``data``'s training split for at most ``max_steps`` seeded steps
-    (continuing the fit saved in ``checkpoint`` at its last validation, if that file exists)."""
+    (continuing the fit saved in ``checkpoint`` at its last validation, if that file exists), showing the
+    steps done under the description ``progress``."""
     validation: dict = {}
     if stopping is not None:
         validation = {
@@ -70,7 +72,13 @@ def fit(
             "restore_best": True,
         }
     result = fitter.fit(
-        module, data.train_dataloader(), max_steps=max_steps, seed=seed, checkpoint=checkpoint, **validation
+        module,
+        data.train_dataloader(),
+        max_steps=max_steps,
+        seed=seed,
+        checkpoint=checkpoint,
+        progress=progress,
+        **validation,
     )
     return module.eval(), result
 
@@ -205,7 +213,8 @@ def run_case(
             torch.manual_seed(seed)
             checkpoint = fits_dir / f"{name}_seed{seed}.ckpt" if fits_dir and stopping else None
             module = models[name](image_shape=data.image_shape)
-            module, fitted = fit(fitter, module, data, max_steps, seed, stopping, checkpoint)
+            progress = f"{data.split} case {data.case}: {name} seed {seed}"
+            module, fitted = fit(fitter, module, data, max_steps, seed, stopping, checkpoint, progress)
             results, full_recon = score(module, data, classifier)
             kept = fitted.best_step if fitted.best_step is not None else fitted.steps
             row = {"split": data.split, "case": data.case, "model": name, "seed": seed}
