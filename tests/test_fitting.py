@@ -233,6 +233,16 @@ def test_a_fit_continued_from_its_checkpoint_equals_one_never_stopped(tmp_path, 
     assert all(torch.equal(a, b) for a, b in zip(legs.parameters(), whole.parameters(), strict=True))
 
 
+def test_a_continued_fit_reports_the_steps_left(tmp_path, caplog: pytest.LogCaptureFixture) -> None:
+    checkpoint = tmp_path / "fit.ckpt"
+    _noisy_fit(10, "generator", checkpoint)  # saved at step 8
+    torch.manual_seed(0)
+    loader = DataLoader(_data(), batch_size=24, shuffle=True, generator=torch.Generator().manual_seed(3))
+    with caplog.at_level("INFO", logger="litlab"):
+        Fitter().fit(_Noisy(), loader, max_steps=18, progress="demo", checkpoint=checkpoint)
+    assert caplog.messages[0] == "demo (continued from step 8): 0/10"
+
+
 def test_a_finished_fit_continued_from_its_checkpoint_trains_no_further(tmp_path) -> None:
     checkpoint = tmp_path / "fit.ckpt"
     first, stopped = _noisy_fit(400, "generator", checkpoint, patience=1)

@@ -226,6 +226,8 @@ class Fitter:
         if checkpoint is not None:
             loop.keep_state_in(Path(checkpoint), generators)
         reported = progress is not None and fabric.is_global_zero
+        if reported and loop.step:
+            progress = f"{progress} (continued from step {loop.step})"
         steps_done = track(range(loop.step, max_steps), progress) if reported else None
         if steps_done is not None:
             loop.on_step = lambda: next(steps_done, None)
