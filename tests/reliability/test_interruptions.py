@@ -2,8 +2,9 @@
 
 SIGKILL and SIGTERM land at seeded random moments of full-batch and mini-batch runs; the relaunched run
 must end bit-identical to an uninterrupted one (weights, Adam state, metrics.csv rows) with no temporary
-files left. A second run with the same id must fail fast and leave the first run intact. A pickle planted
-in the data cache must never run, and a full disk must be a clear one-line error.
+files left. A study killed inside a fit must continue that fit from its checkpoint to the same tables. A
+second run with the same id must fail fast and leave the first run intact. A pickle planted in the data
+cache must never run, and a full disk must be a clear one-line error.
 """
 
 from __future__ import annotations
@@ -88,6 +89,60 @@ def test_interrupted_run_resumes_bit_identical(
     assert_identical_state(checkpoint_state(run_dir), checkpoint_state(reference))
     assert metric_rows(run_dir) == metric_rows(reference), "each step's metrics once, as uninterrupted"
     assert not list(run_dir.rglob("*.tmp")), "no temporary file outlives the resumed run"
+
+
+# A study whose one fit (CartanFM, 120 steps) keeps its state in fits/r2r_case0/cartanfm_seed0.ckpt every 10.
+SPRITE_TASK = [
+    "litlab-run",
+    "task=symspace/sprite_claim",
+    "task.splits=[r2r]",
+    "task.cases=[0]",
+    "task.seeds=[0]",
+    "task.max_steps=120",
+    "task.early_stopping.every=10",
+    "task.early_stopping.patience=1000",
+    "task.classifier_epochs=1",
+    "task.data.grid.n_positions=4",
+    "task.data.batch_size=16",
+    "task.models.cartanfm.unet_width=8",
+    "task.models.cartanfm.sample_steps=2",
+    "~task.models.vae",
+    "~task.models.beta_vae",
+    "~task.models.fm_only",
+    "extras.torch_threads=1",
+]
+TASK_RUNS = Path("outputs") / "task" / "symspace" / "sprite_claim"
+
+
+def _fit_step(checkpoint: Path) -> int:
+    try:
+        return torch.load(checkpoint, map_location="cpu", weights_only=True)["loop"]["step"]
+    except Exception:
+        return -1
+
+
+@pytest.mark.slow
+def test_a_study_killed_inside_a_fit_continues_that_fit_bit_identical(tmp_path: Path) -> None:
+    whole = run_cli([*SPRITE_TASK, "run_id=whole"], tmp_path, timeout=600)
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    cut = tmp_path / TASK_RUNS / "cut"
+    checkpoint = cut / "fits" / "r2r_case0" / "cartanfm_seed0.ckpt"
+    process = start_cli([*SPRITE_TASK, "run_id=cut"], tmp_path)
+    try:
+        wait_for(lambda: _fit_step(checkpoint) >= 40 or process.poll() is not None, 300, "a fit checkpoint")
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode != 0, "the study was killed before it finished"
+    killed_at = _fit_step(checkpoint)
+    resumed = run_cli([*SPRITE_TASK, "run_id=cut", "resume=auto"], tmp_path, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"cartanfm seed 0 (continued from step {killed_at})" in resumed.stdout + resumed.stderr
+    runs = "tables/runs.csv"
+    assert (cut / runs).read_text() == (tmp_path / TASK_RUNS / "whole" / runs).read_text()
+    assert not list(cut.rglob("*.ckpt*")), "a saved fit's checkpoint is deleted"
 
 
 @pytest.mark.slow
