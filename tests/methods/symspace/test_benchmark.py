@@ -14,6 +14,8 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import open_dict
 
+from litlab.core.errors import LitlabError
+from litlab.core.results import write_results
 from litlab.datamodules.sprites import SpritesDataModule
 from litlab.fitting import Fitter
 from litlab.methods.symspace import benchmark
@@ -139,6 +141,37 @@ def test_the_sprite_claim_stops_early_on_in_distribution_images_and_sets_the_pap
         2.21,
         28.81,
     )
+
+
+def test_collecting_runs_that_each_covered_some_cases_gives_the_tables_of_one_run(
+    compose_config, tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.setenv("LITLAB_CACHE", str(tmp_path / "cache"))
+    whole = _tiny_sprite_claim(compose_config)(TaskContext.local(tmp_path / "whole"))["tables"]
+    folders = []
+    for split in ("r2r", "r2e"):  # as if each split had run in its own folder
+        folder = tmp_path / split
+        part = whole["runs"][whole["runs"]["split"] == split]
+        write_results(folder, kind="task", name="part", tables={"runs": part})
+        (folder / "plots").mkdir()
+        (folder / "plots" / f"{split}_case0_validation.png").write_bytes(b"png")
+        folders.append(str(folder))
+    collected = benchmark.collect_claim_runs(TaskContext.local(tmp_path / "collected"), folders)["tables"]
+    order = ["split", "case", "model"]
+    for name in ("table", "paper_vs_ours"):
+        pd.testing.assert_frame_equal(
+            collected[name].sort_values(order).reset_index(drop=True),
+            whole[name].sort_values(order).reset_index(drop=True),
+        )
+    plots = sorted(p.name for p in (tmp_path / "collected" / "plots").glob("*.png"))
+    assert plots == ["r2e_case0_validation.png", "r2r_case0_validation.png"]
+    ctx = TaskContext.local(tmp_path / "again")
+    with pytest.raises(LitlabError, match="r2r case 0 .* is in more than one of the runs collected"):
+        benchmark.collect_claim_runs(ctx, [folders[0], folders[0]])
+    with pytest.raises(LitlabError, match="has no tables/runs.csv"):
+        benchmark.collect_claim_runs(ctx, [str(tmp_path / "whole")])
+    with pytest.raises(LitlabError, match="task.runs is empty"):
+        benchmark.collect_claim_runs(ctx)
 
 
 class _Killed(Exception):

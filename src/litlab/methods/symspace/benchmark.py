@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ import torch
 from matplotlib.figure import Figure
 
 from litlab.core.cache import write_text_atomic
+from litlab.core.errors import LitlabError
 from litlab.core.figures import save_figure
 from litlab.core.progress import track
 from litlab.core.results import TaskOutput
@@ -376,7 +378,12 @@ def symspace_benchmark(
                 }
                 figure = validation_figure(curves, kept, f"{split} case {case}: in-distribution validation")
                 save_figure(figure, output_dir, f"{split}_case{case}_validation")
-    runs = pd.concat(frames, ignore_index=True)
+    return claim_output(pd.concat(frames, ignore_index=True))
+
+
+def claim_output(runs: pd.DataFrame) -> TaskOutput:
+    """From the rows of every fit: ``<model>/heldout_bce`` averaged over splits, cases and seeds, and the
+    tables ``runs``, ``table`` (mean over seeds) and ``paper_vs_ours``."""
     table = runs.drop(columns="seed").groupby(["split", "case", "model"], sort=False).mean().reset_index()
     log.info("\n%s", table.round(3).to_string(index=False))
     trained = runs[runs["model"] != "data"]
@@ -385,3 +392,29 @@ def symspace_benchmark(
     }
     tables = {"runs": runs, "table": table.round(3), "paper_vs_ours": paper_vs_ours(runs)}
     return {"metrics": results, "tables": tables}
+
+
+def collect_claim_runs(ctx: TaskContext, runs: Sequence[str] = ()) -> TaskOutput:
+    """One set of tables and plots from finished sprite-claim runs that each covered some cases (the
+    32×32 CPU study and ``scripts/gpu_symspace.sh`` run one case per run folder): their ``runs`` rows
+    concatenated, the tables recomputed, their plots copied."""
+    frames = []
+    plots = Path(ctx.output_dir) / "plots"
+    plots.mkdir(parents=True, exist_ok=True)
+    for run in runs:
+        folder = Path(run).expanduser()
+        rows = folder / "tables" / "runs.csv"
+        if not rows.is_file():
+            raise LitlabError(f"{folder} has no tables/runs.csv: not a finished sprite-claim run")
+        frames.append(pd.read_csv(rows))
+        for plot in sorted((folder / "plots").glob("*.png")):
+            shutil.copy2(plot, plots / plot.name)
+    if not frames:
+        raise LitlabError("task.runs is empty: name the run folders to collect")
+    runs_table = pd.concat(frames, ignore_index=True)
+    repeated = runs_table.duplicated(["split", "case", "model", "seed"], keep=False)
+    if repeated.any():
+        first = runs_table[repeated].iloc[0]
+        fit = f"{first['split']} case {first['case']} {first['model']} seed {first['seed']}"
+        raise LitlabError(f"{fit} is in more than one of the runs collected; collect each case once")
+    return claim_output(runs_table)
