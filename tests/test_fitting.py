@@ -255,6 +255,33 @@ def test_a_finished_fit_continued_from_its_checkpoint_trains_no_further(tmp_path
     assert extended.steps > stopped.steps and extended.history[: len(stopped.history)] == stopped.history
 
 
+class _Counting(_Noisy):
+    """Counts its training steps in a plain attribute, kept through Lightning's checkpoint hooks."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen = 0
+
+    def training_step(self, batch, batch_idx):
+        self.seen += 1
+        return super().training_step(batch, batch_idx)
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["seen"] = self.seen
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        self.seen = checkpoint["seen"]
+
+
+def test_a_continued_fit_restores_what_the_module_saved_through_its_checkpoint_hooks(tmp_path) -> None:
+    train, val = DataLoader(_data(), batch_size=24), DataLoader(_data(32, 1), batch_size=32)
+    checkpoint = tmp_path / "fit.ckpt"
+    Fitter().fit(_Counting(), train, val, max_steps=10, val_every_n_steps=4, checkpoint=checkpoint)
+    continued = _Counting()
+    Fitter().fit(continued, train, val, max_steps=12, val_every_n_steps=4, checkpoint=checkpoint)
+    assert continued.seen == 12  # 8 before the checkpoint at step 8, 4 after it
+
+
 def test_a_checkpoint_that_does_not_fit_the_model_is_a_clear_error(tmp_path) -> None:
     checkpoint = tmp_path / "fit.ckpt"
     _noisy_fit(4, "generator", checkpoint)

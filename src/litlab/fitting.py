@@ -9,7 +9,8 @@ accelerator, devices, nodes, strategy and precision of the run's ``trainer=`` co
 
 Hooks called on the module: ``on_fit_start``, ``on_train_start``, ``on_train_epoch_start``,
 ``on_after_backward``, ``on_train_batch_end``, ``on_train_epoch_end``, ``on_validation_epoch_start``,
-``on_validation_epoch_end``, ``on_train_end``, ``on_fit_end``. Values passed to ``self.log`` are
+``on_validation_epoch_end``, ``on_train_end``, ``on_fit_end`` (and, with a checkpoint file,
+``on_save_checkpoint`` / ``on_load_checkpoint``). Values passed to ``self.log`` are
 collected: training values averaged since the last validation, validation values averaged over the
 validation batches (and over ranks). A fit given a ``checkpoint`` file saves its whole state there after
 every validation and, started again with the file present, continues where it was saved.
@@ -197,10 +198,11 @@ class Fitter:
         weights back; ``FitResult.metrics`` then are the metrics of the best validation. ``progress``, a
         description (with ``max_steps``), reports the steps done: a terminal bar, else a log line per 10 %.
         ``checkpoint``, a file: the fit's state (weights, optimizer, scheduler, step, early-stopping state,
-        random number generators, the loader's place in its epoch) is written there atomically after every
-        validation; when the file exists the fit continues from it, drawing in one process the same batches
-        and noise as a fit never stopped. A larger ``max_steps`` or ``patience`` than the saved fit's extends
-        it. The caller deletes the file once the fit's result is kept.
+        random number generators, the loader's place in its epoch, and what the module's
+        ``on_save_checkpoint`` adds) is written there atomically after every validation; when the file
+        exists the fit continues from it (``on_load_checkpoint`` is called), drawing in one process the same
+        batches and noise as a fit never stopped. A larger ``max_steps`` or ``patience`` than the saved fit's
+        extends it. The caller deletes the file once the fit's result is kept.
         """
         if max_steps is None and max_epochs is None:
             raise LitlabError("Fitter.fit needs max_steps or max_epochs")
@@ -323,6 +325,7 @@ class _Loop:
             for key in _LOOP_KEYS:
                 setattr(self, key, saved["loop"][key])
             self.resume_rng = saved["rng"]
+            self.module.on_load_checkpoint(saved)
         except (RuntimeError, KeyError, EOFError, OSError, pickle.UnpicklingError) as error:
             reason = " ".join(str(error).split())[:300]
             raise LitlabError(
@@ -472,6 +475,7 @@ class _Loop:
         state["rng"] = _rng_states(self.generators)
         if self.scheduler is not None:
             state["scheduler"] = self.scheduler.state_dict()
+        self.module.on_save_checkpoint(state)  # what the module keeps outside its state_dict, as in Lightning
         partial = self.checkpoint.with_name(self.checkpoint.name + ".partial")
         self.fabric.save(partial, state)
         self.fabric.barrier()
