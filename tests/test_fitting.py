@@ -204,7 +204,7 @@ class _Noisy(Linear):
         return super().training_step([x + 0.1 * torch.randn_like(x), y], batch_idx)
 
 
-def _noisy_fit(max_steps: int, loader: str, checkpoint=None, patience: int = 50):
+def _noisy_fit(max_steps: int, loader: str, checkpoint=None, patience: int = 50, every_s: float = 600.0):
     """A seeded, shuffled, validated fit of ``_Noisy``: 3 batches an epoch, validation every 4 steps."""
     torch.manual_seed(0)
     module = _Noisy()
@@ -215,7 +215,8 @@ def _noisy_fit(max_steps: int, loader: str, checkpoint=None, patience: int = 50)
         train = batch_loader(TensorBatchDataset(*_data().tensors), 24, shuffle=True, seed=3, num_workers=0)
     val = DataLoader(_data(32, 1), batch_size=32)
     stopping = {"val_every_n_steps": 4, "monitor": "val/loss", "patience": patience, "restore_best": True}
-    result = Fitter().fit(module, train, val, max_steps=max_steps, seed=7, checkpoint=checkpoint, **stopping)
+    saving = {"checkpoint": checkpoint, "checkpoint_every_s": every_s}
+    result = Fitter().fit(module, train, val, max_steps=max_steps, seed=7, **saving, **stopping)
     return module, result
 
 
@@ -230,6 +231,34 @@ def test_a_fit_continued_from_its_checkpoint_equals_one_never_stopped(tmp_path, 
     legs, result = _noisy_fit(22, loader, checkpoint)
     assert result.history == whole_result.history and result.best_step == whole_result.best_step
     assert (result.steps, result.epochs) == (whole_result.steps, whole_result.epochs) == (22, 8)
+    assert all(torch.equal(a, b) for a, b in zip(legs.parameters(), whole.parameters(), strict=True))
+
+
+def test_a_fit_saved_at_an_epoch_end_validation_continues_as_if_never_stopped(tmp_path) -> None:
+    def fit(max_epochs: int, checkpoint=None):
+        torch.manual_seed(0)
+        module = _Noisy()
+        train = DataLoader(_data(), batch_size=24, shuffle=True, generator=torch.Generator().manual_seed(3))
+        result = Fitter().fit(module, train, max_epochs=max_epochs, seed=7, checkpoint=checkpoint)
+        return module, result
+
+    whole, whole_result = fit(5)
+    checkpoint = tmp_path / "fit.ckpt"
+    fit(2, checkpoint)  # validated (training means only) and saved at the end of epoch 1
+    assert torch.load(checkpoint, weights_only=True)["loop"]["batches_done"] == 0
+    legs, result = fit(5, checkpoint)
+    assert result.history == whole_result.history and len(result.history) == 5
+    assert all(torch.equal(a, b) for a, b in zip(legs.parameters(), whole.parameters(), strict=True))
+
+
+def test_a_fit_saved_between_validations_continues_as_if_never_stopped(tmp_path) -> None:
+    whole, whole_result = _noisy_fit(22, "generator")
+    checkpoint = tmp_path / "fit.ckpt"
+    _noisy_fit(14, "generator", checkpoint, every_s=0.0)  # a save after every step: the last at step 13
+    saved = torch.load(checkpoint, weights_only=True)
+    assert saved["loop"]["step"] == 13 and saved["collector"][1] == {"train/loss": 1}  # step 13's loss
+    legs, result = _noisy_fit(22, "generator", checkpoint)
+    assert result.history == whole_result.history  # the training means over steps 13-16 included
     assert all(torch.equal(a, b) for a, b in zip(legs.parameters(), whole.parameters(), strict=True))
 
 

@@ -83,6 +83,14 @@ class _MetricCollector(FabricLogger):
             self._sums[key] = self._sums.get(key, 0.0) + number
             self._counts[key] = self._counts.get(key, 0) + 1
 
+    def state(self) -> tuple[dict[str, float], dict[str, int]]:
+        """The running sums and counts (what a checkpoint between two validations must keep)."""
+        return dict(self._sums), dict(self._counts)
+
+    def restore(self, state: tuple[dict[str, float], dict[str, int]]) -> None:
+        """Set the running sums and counts to what :meth:`state` returned."""
+        self._sums, self._counts = dict(state[0]), dict(state[1])
+
     def take(self) -> dict[str, float]:
         """The means since the last ``take`` (and reset)."""
         means = {key: self._sums[key] / self._counts[key] for key in self._sums}
@@ -187,6 +195,7 @@ class Fitter:
         seed: int | None = None,
         progress: str | None = None,
         checkpoint: str | Path | None = None,
+        checkpoint_every_s: float = 600.0,
     ) -> FitResult:
         """Train ``module`` on ``train`` (a DataLoader/iterable or a DataModule) and return what happened.
 
@@ -199,7 +208,8 @@ class Fitter:
         description (with ``max_steps``), reports the steps done: a terminal bar, else a log line per 10 %.
         ``checkpoint``, a file: the fit's state (weights, optimizer, scheduler, step, early-stopping state,
         random number generators, the loader's place in its epoch, and what the module's
-        ``on_save_checkpoint`` adds) is written there atomically after every validation; when the file
+        ``on_save_checkpoint`` adds) is written there atomically after every validation and, between
+        validations, after the first step ``checkpoint_every_s`` seconds after the last save; when the file
         exists the fit continues from it (``on_load_checkpoint`` is called), drawing in one process the same
         batches and noise as a fit never stopped. A larger ``max_steps`` or ``patience`` than the saved fit's
         extends it. The caller deletes the file once the fit's result is kept.
@@ -226,7 +236,7 @@ class Fitter:
 
         loop = _Loop(fabric, model, module, optimizer, scheduler, interval, collector, self.gradient_clip_val)
         if checkpoint is not None:
-            loop.keep_state_in(Path(checkpoint), generators)
+            loop.keep_state_in(Path(checkpoint), generators, checkpoint_every_s)
         reported = progress is not None and fabric.is_global_zero
         if reported and loop.step:
             progress = f"{progress} (continued from step {loop.step})"
@@ -301,6 +311,8 @@ class _Loop:
         self.resumed = False
         self.resume_rng: dict[str, Any] = {}  # generator states when the checkpoint was written
         self.started = 0.0  # perf_counter when this leg of the fit began
+        self.save_every_s = math.inf  # between validations, save when the last save is this old
+        self.saved_at = 0.0  # monotonic time of the last save (or of this leg's start)
         # The state a checkpoint holds besides weights, optimizer and generators (``_LOOP_KEYS``).
         self.step = self.epoch = self.batches_done = 0  # batches_done: of the current epoch
         self.seconds = 0.0  # spent by earlier legs of the fit
@@ -312,9 +324,10 @@ class _Loop:
         self.since_best = 0
         self.epoch_rng: dict[str, Any] = {}  # generator states as the current epoch began
 
-    def keep_state_in(self, path: Path, generators: list[torch.Generator]) -> None:
-        """Save the fit's state to ``path`` after every validation; continue from it if it exists."""
-        self.checkpoint, self.generators = path, generators
+    def keep_state_in(self, path: Path, generators: list[torch.Generator], every_s: float) -> None:
+        """Save the fit's state to ``path`` after every validation and at least every ``every_s`` seconds
+        of training; continue from it if it exists."""
+        self.checkpoint, self.generators, self.save_every_s = path, generators, every_s
         if not path.exists():
             return
         try:
@@ -325,6 +338,7 @@ class _Loop:
             for key in _LOOP_KEYS:
                 setattr(self, key, saved["loop"][key])
             self.resume_rng = saved["rng"]
+            self.collector.restore(saved["collector"])
             self.module.on_load_checkpoint(saved)
         except (RuntimeError, KeyError, EOFError, OSError, pickle.UnpicklingError) as error:
             reason = " ".join(str(error).split())[:300]
@@ -349,6 +363,7 @@ class _Loop:
     ) -> FitResult:
         module, model = self.module, self.model
         self.started = time.perf_counter()
+        self.saved_at = time.monotonic()
         module.on_fit_start()
         module.on_train_start()
         early = self.resumed and self._out_of_patience(patience, min_steps)
@@ -381,6 +396,8 @@ class _Loop:
                 if early or self.step >= max_steps:
                     stop = True
                     break
+                if self.checkpoint is not None and time.monotonic() - self.saved_at >= self.save_every_s:
+                    self._save()
             module.on_train_epoch_end()
             self.epoch += 1
             self.batches_done = 0
@@ -413,19 +430,22 @@ class _Loop:
         )
 
     def _batches(self, train_loader: Iterable) -> Iterable[tuple[int, Any]]:
-        """(index, batch) of the current epoch; a resumed fit first skips the batches its epoch had done."""
+        """(index, batch) of the current epoch; a fit resumed inside an epoch first draws that epoch's
+        shuffle again and skips the batches it had done."""
         if self.checkpoint is None:
             return enumerate(train_loader)
-        if not self.resumed:
-            self.epoch_rng = _rng_states(self.generators)
-            return enumerate(train_loader)
-        self.resumed = False
-        _set_rng_states(self.epoch_rng, self.generators)  # the shuffle this epoch drew when it began
-        batches = iter(train_loader)
-        for _ in range(self.batches_done):
-            next(batches, None)
-        _set_rng_states(self.resume_rng, self.generators)
-        return enumerate(batches, start=self.batches_done)
+        if self.resumed:
+            self.resumed = False
+            if self.batches_done:
+                _set_rng_states(self.epoch_rng, self.generators)  # the shuffle this epoch drew when it began
+                batches = iter(train_loader)
+                for _ in range(self.batches_done):
+                    next(batches, None)
+                _set_rng_states(self.resume_rng, self.generators)
+                return enumerate(batches, start=self.batches_done)
+            _set_rng_states(self.resume_rng, self.generators)  # saved at an epoch's end: a new epoch begins
+        self.epoch_rng = _rng_states(self.generators)
+        return enumerate(train_loader)
 
     def _out_of_patience(self, patience: int | None, min_steps: int) -> bool:
         """True when ``patience`` validations passed without a new best and ``min_steps`` steps are done."""
@@ -473,6 +493,7 @@ class _Loop:
         state: dict[str, Any] = {"model": self.model, "optimizer": self.optimizer}
         state["loop"] = {key: getattr(self, key) for key in _LOOP_KEYS} | {"seconds": self._seconds()}
         state["rng"] = _rng_states(self.generators)
+        state["collector"] = self.collector.state()
         if self.scheduler is not None:
             state["scheduler"] = self.scheduler.state_dict()
         self.module.on_save_checkpoint(state)  # what the module keeps outside its state_dict, as in Lightning
@@ -481,6 +502,7 @@ class _Loop:
         self.fabric.barrier()
         if self.fabric.is_global_zero:
             os.replace(partial, self.checkpoint)
+        self.saved_at = time.monotonic()
 
 
 # The loop's own state in a checkpoint (with the weights, the optimizer and the generators' states).
