@@ -53,3 +53,34 @@ def test_a_recipe_with_an_init_fine_tunes_that_recipes_model_trained_first(
     assert base_folder != sparsed_model.model_folder(longer) and model.config.hidden_size == 16
     assert sparsed_model.cache_key(longer)["init"] == sparsed_model.cache_key(base)
     assert "init" not in sparsed_model.cache_key(base)  # recipes from scratch keep their pre-init keys
+
+
+class _Killed(Exception):
+    """Stands for the process being killed."""
+
+
+def test_a_killed_training_continues_from_its_checkpoint_to_the_same_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tiny = {"hidden_size": 16, "num_layers": 1, "num_heads": 2, "n_train": 8, "batch_size": 4, "steps": 6}
+    recipe = sparsed_model.Recipe(length=64, n_keys=2, **tiny)  # 2 steps an epoch: saved at steps 2 and 4
+    monkeypatch.setenv("LITLAB_CACHE", str(tmp_path / "whole"))
+    whole = load_file(sparsed_model.model_folder(recipe) / "model.safetensors")
+    monkeypatch.setenv("LITLAB_CACHE", str(tmp_path / "killed"))
+    real_step, calls = sparsed_model.LanguageModel.training_step, []
+
+    def killed_at_step_5(self: object, *args: object) -> object:
+        calls.append(len(calls) + 1)
+        if len(calls) == 5:
+            raise _Killed
+        return real_step(self, *args)
+
+    monkeypatch.setattr(sparsed_model.LanguageModel, "training_step", killed_at_step_5)
+    with pytest.raises(_Killed):
+        sparsed_model.model_folder(recipe)
+    assert len(list((tmp_path / "killed").rglob("training.ckpt"))) == 1
+    calls.clear()
+    continued = load_file(sparsed_model.model_folder(recipe) / "model.safetensors")
+    assert calls == [1, 2]  # steps 5 and 6 only
+    assert continued.keys() == whole.keys() and all(torch.equal(continued[k], whole[k]) for k in whole)
+    assert not list((tmp_path / "killed").rglob("training.ckpt"))

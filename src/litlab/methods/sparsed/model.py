@@ -85,7 +85,8 @@ def data_module(recipe: Recipe, cache: str | None = None) -> RetrievalTextDataMo
 
 def train(recipe: Recipe, export_dir: Path, fitter: Fitter | None = None) -> LanguageModel:
     """Fit the recipe's model with ``fitter`` (from its ``init`` model when set) and save it (model +
-    tokenizer) to ``export_dir``."""
+    tokenizer) to ``export_dir``. The fit keeps its state in ``training.ckpt`` beside ``export_dir`` (at
+    every epoch end and every 10 minutes), so a killed training continues where it was saved."""
     data = data_module(recipe)
     start = str(model_folder(recipe.init, fitter)) if recipe.init is not None else None
     module = LanguageModel(
@@ -102,18 +103,22 @@ def train(recipe: Recipe, export_dir: Path, fitter: Fitter | None = None) -> Lan
         total_steps=recipe.steps,
         eval_draws=2,
     )
+    torch.manual_seed(recipe.seed)  # the initial weights are the recipe's, whatever ran before in the process
     module.bind_data(data.data_spec())
     data.setup("fit")
     fitter = fitter or Fitter(gradient_clip_val=1.0)
+    checkpoint = export_dir.with_name("training.ckpt")
     fitter.fit(
         module,
         data.train_dataloader(),
         max_steps=recipe.steps,
         seed=recipe.seed,
         progress=f"training the SparseD model at L = {recipe.length} ({recipe.steps} steps)",
+        checkpoint=checkpoint,
     )
     module.lm.save_pretrained(export_dir)
     module.tokenizer.save_pretrained(export_dir)
+    checkpoint.unlink(missing_ok=True)
     return module
 
 
