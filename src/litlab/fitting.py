@@ -33,7 +33,6 @@ import lightning as L
 import numpy as np
 import torch
 from lightning.fabric.loggers import Logger as FabricLogger
-from lightning.fabric.utilities.rank_zero import rank_zero_only
 
 from litlab.core.errors import LitlabError
 from litlab.core.machine import skip_gpu_probe_on_cpu_machines
@@ -76,8 +75,8 @@ class _MetricCollector(FabricLogger):
     def log_hyperparams(self, params: Any, *args: Any, **kwargs: Any) -> None:
         """Hyperparameters are the run's business, not a fit's."""
 
-    @rank_zero_only
     def log_metrics(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
+        """Add ``metrics`` to the running sums, on every rank (the loop averages them over ranks)."""
         for key, value in metrics.items():
             number = float(value.detach().float().mean()) if isinstance(value, torch.Tensor) else float(value)
             self._sums[key] = self._sums.get(key, 0.0) + number
