@@ -208,7 +208,8 @@ class Fitter:
         ``checkpoint``, a file: the fit's state (weights, optimizer, scheduler, step, early-stopping state,
         random number generators, the loader's place in its epoch, and what the module's
         ``on_save_checkpoint`` adds) is written there atomically after every validation and, between
-        validations, after the first step ``checkpoint_every_s`` seconds after the last save; when the file
+        validations in one process, after the first step ``checkpoint_every_s`` seconds after the last save;
+        when the file
         exists the fit continues from it (``on_load_checkpoint`` is called), drawing in one process the same
         batches and noise as a fit never stopped. A larger ``max_steps`` or ``patience`` than the saved fit's
         extends it. The caller deletes the file once the fit's result is kept.
@@ -325,8 +326,10 @@ class _Loop:
 
     def keep_state_in(self, path: Path, generators: list[torch.Generator], every_s: float) -> None:
         """Save the fit's state to ``path`` after every validation and at least every ``every_s`` seconds
-        of training; continue from it if it exists."""
-        self.checkpoint, self.generators, self.save_every_s = path, generators, every_s
+        of training (in one process: ranks would not agree on the time, and a save is collective); continue
+        from it if it exists."""
+        self.checkpoint, self.generators = path, generators
+        self.save_every_s = every_s if self.fabric.world_size == 1 else math.inf
         if not path.exists():
             return
         try:
