@@ -10,35 +10,15 @@ import json
 import sys
 from pathlib import Path
 
-import lightning as L
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from litlab.fitting import Fitter
 
-
-class Linear(L.LightningModule):
-    """y = w·x + b by MSE; logs train/loss and val/loss."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.net = torch.nn.Linear(3, 1)
-
-    def training_step(self, batch: list[torch.Tensor], batch_idx: int) -> torch.Tensor:
-        x, y = batch
-        loss = torch.nn.functional.mse_loss(self.net(x), y)
-        self.log("train/loss", loss)
-        return loss
-
-    def validation_step(self, batch: list[torch.Tensor], batch_idx: int) -> None:
-        x, y = batch
-        self.log("val/loss", torch.nn.functional.mse_loss(self.net(x), y))
-
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.Adam(self.parameters(), lr=0.05)
-
-
 if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: make ``tests`` importable
+    from tests.test_fitting import Linear  # the Fitter tests' model: y = w·x + b by MSE
+
     out, max_steps = Path(sys.argv[1]), int(sys.argv[2])
     checkpoint = sys.argv[3] if len(sys.argv) > 3 else None
     torch.manual_seed(0)
