@@ -42,13 +42,23 @@ MINI_BATCH = [
 MODES = {"full_batch": SHORT, "mini_batch": MINI_BATCH}
 
 
-def _last_step(run_dir: Path) -> int:
+def _saved_step(checkpoint: Path, *keys: str) -> int:
+    """The step stored under ``keys`` in ``checkpoint``, or -1 while there is no readable file."""
     try:
-        return torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)[
-            "global_step"
-        ]
+        saved = torch.load(checkpoint, map_location="cpu", weights_only=True)
     except Exception:
         return -1
+    for key in keys:
+        saved = saved[key]
+    return saved
+
+
+def _last_step(run_dir: Path) -> int:
+    return _saved_step(run_dir / "checkpoints" / "last.ckpt", "global_step")
+
+
+def _fit_step(checkpoint: Path) -> int:
+    return _saved_step(checkpoint, "loop", "step")
 
 
 @pytest.fixture(scope="module")
@@ -112,13 +122,6 @@ SPRITE_TASK = [
     "extras.torch_threads=1",
 ]
 TASK_RUNS = Path("outputs") / "task" / "symspace" / "sprite_claim"
-
-
-def _fit_step(checkpoint: Path) -> int:
-    try:
-        return torch.load(checkpoint, map_location="cpu", weights_only=True)["loop"]["step"]
-    except Exception:
-        return -1
 
 
 @pytest.mark.slow
