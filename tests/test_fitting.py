@@ -269,7 +269,7 @@ def test_a_continued_fit_reports_the_steps_left(tmp_path, caplog: pytest.LogCapt
     loader = DataLoader(_data(), batch_size=24, shuffle=True, generator=torch.Generator().manual_seed(3))
     with caplog.at_level("INFO", logger="litlab"):
         Fitter().fit(_Noisy(), loader, max_steps=18, progress="demo", checkpoint=checkpoint)
-    assert caplog.messages[0] == "demo (continued from step 8): 0/10"
+    assert caplog.messages[0] == "demo (continued from step 8): 8/18"
 
 
 def test_a_finished_fit_continued_from_its_checkpoint_trains_no_further(tmp_path) -> None:
@@ -318,6 +318,11 @@ def test_a_checkpoint_that_does_not_fit_the_model_is_a_clear_error(tmp_path) -> 
     wider.net = torch.nn.Linear(3, 2)
     with pytest.raises(LitlabError, match=r"cannot continue the fit saved in .*fit.ckpt: .*size mismatch"):
         Fitter().fit(wider, DataLoader(_data(), batch_size=64), max_steps=8, checkpoint=checkpoint)
+    saved = torch.load(checkpoint, weights_only=True)
+    del saved["collector"]  # as written before the running means were kept
+    torch.save(saved, checkpoint)
+    with pytest.raises(LitlabError, match=r"fit.ckpt: it has no 'collector' \(written by another version"):
+        Fitter().fit(Linear(), DataLoader(_data(), batch_size=64), max_steps=8, checkpoint=checkpoint)
     checkpoint.write_bytes(b"not a checkpoint")
     with pytest.raises(LitlabError, match="delete the file to start the fit afresh"):
         Fitter().fit(Linear(), DataLoader(_data(), batch_size=64), max_steps=8, checkpoint=checkpoint)

@@ -240,7 +240,7 @@ class Fitter:
         reported = progress is not None and fabric.is_global_zero
         if reported and loop.step:
             progress = f"{progress} (continued from step {loop.step})"
-        steps_done = track(range(loop.step, max_steps), progress) if reported else None
+        steps_done = track(range(loop.step, max_steps), progress, done=loop.step) if reported else None
         if steps_done is not None:
             loop.on_step = lambda: next(steps_done, None)
             loop.on_step()  # the bar, or the first log line, before the first step
@@ -344,6 +344,8 @@ class _Loop:
             self.module.on_load_checkpoint(saved)
         except (RuntimeError, KeyError, EOFError, OSError, pickle.UnpicklingError) as error:
             reason = " ".join(str(error).split())[:300]
+            if isinstance(error, KeyError):
+                reason = f"it has no {reason} (written by another version of litlab?)"
             raise LitlabError(
                 f"cannot continue the fit saved in {path}: {reason}; delete the file to start the fit afresh"
             ) from error
