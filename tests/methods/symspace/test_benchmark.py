@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
@@ -131,7 +132,9 @@ def test_the_sprite_claim_stops_early_on_in_distribution_images_and_sets_the_pap
         assert [step for step, _ in curve] == list(range(2, int(fit_row.steps) + 1, 2))
         assert fit_row.kept_step in [step for step, _ in curve]
     assert (tmp_path / "plots" / "r2r_case0_validation.png").exists()
-    assert not list((tmp_path / "fits").rglob("*.ckpt*"))  # a saved fit's checkpoint is deleted
+    capped = {f"{row.split}_case0/{row.model}_seed0" for row in trained.itertuples() if row.steps == 6}
+    kept = {f"{path.parent.name}/{path.stem}" for path in (tmp_path / "fits").rglob("*.ckpt")}
+    assert kept == capped  # deleted once saved, unless the fit reached max_steps (a larger one continues it)
     floor = 256 * -math.log1p(-1e-3)  # 16x16 pixels at the official evaluation's clamp
     assert (trained["heldout_bce_code"] >= floor - 1e-4).all()
     assert "ours_heldout_bce_code" in tables["paper_vs_ours"]
@@ -198,12 +201,42 @@ def test_a_fit_killed_before_it_was_saved_continues_from_its_checkpoint(
     assert (fits / "cartanfm_seed0.ckpt").exists() and not (fits / "cartanfm_seed0.json").exists()
     monkeypatch.setattr(benchmark, "score", real_score)
     steps = []
-    real_step = CartanFM.training_step
-    monkeypatch.setattr(CartanFM, "training_step", lambda self, *a: steps.append(1) or real_step(self, *a))
+    monkeypatch.setattr(CartanFM, "training_step", _counting(CartanFM.training_step, steps))
     again = task(TaskContext.local(tmp_path / "killed"))["tables"]["runs"]
     assert not steps  # its state at its last validation was all it needed: no step trained again
     pd.testing.assert_frame_equal(clean, again)
-    assert not list(fits.glob("*.ckpt*"))
+    trained = again[again["model"] != "data"]
+    capped = {f"{row.model}_seed{int(row.seed)}" for row in trained.itertuples() if row.steps == 6}
+    assert {path.stem for path in fits.glob("*.ckpt")} == capped  # kept only where a larger budget continues
+    assert not list(fits.glob("*.partial"))
+
+
+def test_a_larger_max_steps_continues_the_fits_that_reached_the_old_one(
+    compose_config, tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.setenv("LITLAB_CACHE", str(tmp_path / "cache"))
+    patient = ("task.splits=[r2r]", "task.early_stopping.patience=10")  # no fit stops early
+    longer = _tiny_sprite_claim(compose_config, *patient, "task.max_steps=10")
+    clean = longer(TaskContext.local(tmp_path / "clean"))["tables"]["runs"]
+    _tiny_sprite_claim(compose_config, *patient, "task.max_steps=6")(TaskContext.local(tmp_path / "extended"))
+    fits = tmp_path / "extended" / "fits" / "r2r_case0"
+    assert {path.name for path in fits.glob("*.ckpt")} == {"vae_seed0.ckpt", "cartanfm_seed0.ckpt"}
+    steps = []
+    for model in (VAE, CartanFM):
+        monkeypatch.setattr(model, "training_step", _counting(model.training_step, steps))
+    extended = longer(TaskContext.local(tmp_path / "extended"))["tables"]["runs"]
+    assert len(steps) == 2 * 4  # steps 7-10 of each fit
+    pd.testing.assert_frame_equal(clean, extended)
+
+
+def _counting(step: Callable, calls: list) -> Callable:
+    """The method ``step``, also counting its calls in ``calls``."""
+
+    def counted(self, *args):
+        calls.append(1)
+        return step(self, *args)
+
+    return counted
 
 
 def _small_vae() -> tuple[SpritesDataModule, VAE]:

@@ -184,14 +184,16 @@ def run_case(
     early stopping, the step of the weights kept), seed 0's reconstructions of the held-out images
     picked by :func:`grid_pick`, and each fit's validation curve under early stopping. With ``fits_dir``,
     every finished fit is saved there and read back instead of trained again, and under early stopping the
-    fit under way keeps its state there at each validation (``<model>_seed<s>.ckpt``, deleted once the fit
-    is saved): a killed study rerun with ``resume=auto`` loses at most the steps since the last validation."""
+    fit under way keeps its state there at each validation (``<model>_seed<s>.ckpt``): a killed study rerun
+    with ``resume=auto`` loses at most the steps since the last validation. The state is deleted once a
+    fit that stopped early is saved and kept for one that reached ``max_steps``, so a rerun with a larger
+    ``max_steps`` continues exactly those fits."""
     data = SpritesDataModule(**data_kwargs)
     data.setup()
     if fits_dir is not None:
         fits_dir.mkdir(parents=True, exist_ok=True)
     jobs = [(name, seed) for seed in seeds for name in models]
-    saved = {job: _saved_fit(fits_dir, *job) for job in jobs}
+    saved = {job: _saved_fit(fits_dir, *job, max_steps) for job in jobs}
     curves: dict[tuple[str, int], Curve] = {}
     classifier = None
     if classifier_epochs and not all(saved.values()):
@@ -227,8 +229,8 @@ def run_case(
                 torch.save(recon, fits_dir / f"{name}_seed{seed}.pt")
                 write_text_atomic(fits_dir / f"{name}_seed{seed}.val.json", json.dumps(curve))
                 write_text_atomic(fits_dir / f"{name}_seed{seed}.json", json.dumps(row))  # marks it done
-                if checkpoint is not None:
-                    checkpoint.unlink(missing_ok=True)  # a fit shorter than one validation has none
+                if checkpoint is not None and fitted.stopped_early:
+                    checkpoint.unlink(missing_ok=True)
         rows.append(row)
         if curve:
             curves[(name, seed)] = curve
@@ -242,12 +244,17 @@ def validation_curve(fitted: FitResult) -> Curve:
     return [[row["step"], row["val/id_bce"]] for row in fitted.history if "val/id_bce" in row]
 
 
-def _saved_fit(fits_dir: Path | None, name: str, seed: int) -> tuple[dict, torch.Tensor, Curve] | None:
-    """A finished fit's row, picked reconstructions and validation curve from ``fits_dir``, or None
-    (fits saved before curves were kept have none)."""
+def _saved_fit(
+    fits_dir: Path | None, name: str, seed: int, max_steps: int
+) -> tuple[dict, torch.Tensor, Curve] | None:
+    """A finished fit's row, picked reconstructions and validation curve from ``fits_dir`` (fits saved
+    before curves were kept have none), or None: not saved, or it reached a ``max_steps`` smaller than this
+    one and kept its state to continue."""
     if fits_dir is None or not (fits_dir / f"{name}_seed{seed}.json").is_file():
         return None
     row = json.loads((fits_dir / f"{name}_seed{seed}.json").read_text())
+    if row["steps"] < max_steps and (fits_dir / f"{name}_seed{seed}.ckpt").is_file():
+        return None
     curve_file = fits_dir / f"{name}_seed{seed}.val.json"
     curve = json.loads(curve_file.read_text()) if curve_file.is_file() else []
     return row, torch.load(fits_dir / f"{name}_seed{seed}.pt"), curve
