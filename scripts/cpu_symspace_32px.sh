@@ -17,6 +17,7 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python}
 STEPS=${STEPS:-12000}
 STREAMS=${STREAMS:-2}
+EXTRA=${EXTRA:-}
 read -ra cases <<<"${CASES:-r2r:0 r2r:1 r2e:0 r2e:1 r2r:2 r2e:2}"
 read -ra phases <<<"${SEEDS:-[0] [0,1] [0,1,2]}"
 runs=${LITLAB_ROOT:-$PWD}/outputs/task/symspace/sprite_claim_32px

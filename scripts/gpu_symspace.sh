@@ -17,6 +17,7 @@ out=$(cd "$out" && pwd)
 BUDGET=${BUDGET:-540}
 STEPS=${STEPS:-4000}
 TRAINER=${TRAINER:-gpu}
+EXTRA=${EXTRA:-}
 if [ "$TRAINER" = gpu ]; then
   source scripts/gpu_env.sh
   nvidia-smi --query-gpu=name,memory.total --format=csv || true

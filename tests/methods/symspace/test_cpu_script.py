@@ -1,38 +1,29 @@
-"""The 32x32 CPU study script runs its cases in parallel streams, one run folder each, and publishes the
-collected table."""
+"""The 32x32 CPU study script runs its cases in parallel streams, one run folder each, seed-major, and
+publishes the collected table."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from tests.methods.symspace.test_gpu_script import TINY
+from tests.methods.symspace.script_runs import TINY, fake_python, run_script
+
+OPTIONAL = ("EXTRA", "CASES", "SEEDS", "STEPS", "STREAMS")
 
 
-@pytest.mark.slow  # two litlab-run subprocesses side by side, then the collect task: about 40 s
+@pytest.mark.slow  # two litlab-run subprocesses side by side, then the collect task: about 20-40 s
 def test_the_cpu_script_runs_cases_side_by_side_and_publishes_one_table(tmp_path: Path) -> None:
-    root = Path(__file__).parents[3]
-    env = {
-        **os.environ,
-        "CASES": "r2r:0 r2e:0",
-        "SEEDS": "[0]",
-        "EXTRA": TINY,
-        "PYTHON": sys.executable,
-        "LITLAB_ROOT": str(tmp_path),
-        "LITLAB_CACHE": str(tmp_path / "cache"),
-    }
-    done = subprocess.run(
-        ["bash", str(root / "scripts" / "cpu_symspace_32px.sh")],
-        env=env,
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    done = run_script(
+        "cpu_symspace_32px.sh",
+        CASES="r2r:0 r2e:0",
+        SEEDS="[0]",
+        EXTRA=TINY,
+        PYTHON=sys.executable,
+        LITLAB_ROOT=str(tmp_path),
+        LITLAB_CACHE=str(tmp_path / "cache"),
     )
     assert done.returncode == 0, done.stderr[-2000:]
     cases = tmp_path / "outputs" / "task" / "symspace" / "sprite_claim_32px"
@@ -42,3 +33,21 @@ def test_the_cpu_script_runs_cases_side_by_side_and_publishes_one_table(tmp_path
     runs = pd.read_csv(published / "runs.csv")
     assert sorted(set(runs["split"])) == ["r2e", "r2r"]
     assert "7.02" in (published / "paper_vs_ours.csv").read_text()
+
+
+def test_the_cpu_script_by_default_runs_all_six_cases_seed_major_then_collects_them(tmp_path: Path) -> None:
+    stub, calls = fake_python(tmp_path)
+    done = run_script("cpu_symspace_32px.sh", unset=OPTIONAL, PYTHON=str(stub), LITLAB_ROOT=str(tmp_path))
+    assert done.returncode == 0, done.stderr[-2000:]
+    *runs, collect = calls.read_text().splitlines()
+    assert len(runs) == 6 * 3 and all("task.max_steps=12000" in run and "resume=auto" in run for run in runs)
+    seeds_per_case: dict[str, list[str]] = {}
+    for run in runs:
+        args = dict(arg.split("=", 1) for arg in run.split()[2:])
+        seeds_per_case.setdefault(args["run_id"], []).append(args["task.seeds"])
+    assert seeds_per_case == {
+        f"{split}_case{case}": ["[0]", "[0,1]", "[0,1,2]"] for split in ("r2r", "r2e") for case in range(3)
+    }
+    folders = tmp_path / "outputs" / "task" / "symspace" / "sprite_claim_32px"
+    assert "task=symspace/sprite_claim_collect" in collect and "publish=true" in collect
+    assert collect.count(str(folders)) == 6
