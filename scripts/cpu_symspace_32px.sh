@@ -8,7 +8,8 @@
 # publishes one table with the paper beside ours to results/symspace/sprite_claim_32px/.
 #   bash scripts/cpu_symspace_32px.sh        (about 30 hours of a 2-core machine at the defaults)
 # Run it again to go on where it stopped: finished fits are read back, the fit under way continues from its
-# last validation, and a larger STEPS continues the fits that reached the old one.
+# last validation, and a larger STEPS continues the fits that reached the old one. Where it stands:
+#   python -m litlab.methods.symspace.claim_status
 # Env: STEPS (default 12000), CASES (split:case, default all six), SEEDS (phases, default "[0] [0,1] [0,1,2]"),
 # STREAMS (default 2), EXTRA (more overrides, e.g. to shrink it for a test), PYTHON, LITLAB_ROOT (where
 # outputs/ and results/ go, default the checkout).

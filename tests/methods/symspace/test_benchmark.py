@@ -21,6 +21,7 @@ from litlab.datamodules.sprites import SpritesDataModule
 from litlab.fitting import Fitter
 from litlab.methods.symspace import benchmark
 from litlab.methods.symspace.benchmark import EarlyStopping, fit, score
+from litlab.methods.symspace.claim_status import study_status
 from litlab.methods.symspace.module import VAE, CartanFM
 from litlab.task import TaskContext
 
@@ -262,3 +263,19 @@ def test_early_stopping_does_not_end_a_fit_before_min_steps() -> None:
     stopping = EarlyStopping(every=2, patience=0, min_steps=6)
     _, result = fit(Fitter(), module, data, 8, seed=0, stopping=stopping)
     assert result.steps == 6 and result.stopped_early
+
+
+def test_the_status_of_a_study_names_each_fit_saved_capped_or_started(
+    compose_config, tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.setenv("LITLAB_CACHE", str(tmp_path / "cache"))
+    patient = ("task.splits=[r2r]", "task.early_stopping.patience=10")  # both fits reach max_steps
+    runs = _tiny_sprite_claim(compose_config, *patient)(TaskContext.local(tmp_path / "run"))["tables"]["runs"]
+    (tmp_path / "run" / "fits" / "r2r_case0" / "vae_seed0.json").unlink()  # as if killed before it was saved
+    status = study_status([tmp_path]).set_index("model")
+    assert list(status["state"]) == ["capped", "started"] and list(status.index) == ["cartanfm", "vae"]
+    cartanfm = runs.set_index("model").loc["cartanfm"]
+    assert status.loc["cartanfm", "heldout_bce"] == cartanfm["heldout_bce"]
+    assert status.loc["vae", "step"] == 6 and math.isnan(status.loc["vae", "heldout_bce"])
+    with pytest.raises(FileNotFoundError, match="no sprite-claim fits under"):
+        study_status([tmp_path / "elsewhere"])

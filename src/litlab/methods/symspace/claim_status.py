@@ -1,0 +1,85 @@
+"""Where a sprite-claim study stands, read from its run folders without touching them: every fit that is
+saved (its steps, kept step and held-out BCE) and every fit started but not saved (its step and best
+validation so far; it continues when the study is run again).
+
+Run:  python -m litlab.methods.symspace.claim_status [folder ...]
+      (default: outputs/task/symspace/sprite_claim_32px, whose case folders the 32x32 CPU study writes;
+      a folder is a run folder, or one holding run folders)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+DEFAULT = Path("outputs/task/symspace/sprite_claim_32px")
+NOT_FITS = ("data.json",)
+
+
+def fit_states(fits_dir: Path) -> list[dict]:
+    """One row per fit in a case's ``fits/<split>_case<n>/`` folder: saved (``done``, or ``capped`` where it
+    reached max_steps and kept its state, so a larger max_steps continues it) or ``started`` (not saved yet:
+    training now, or continuing when the study runs again)."""
+    rows = []
+    for marker in sorted(fits_dir.glob("*_seed*.json")):
+        if marker.name in NOT_FITS or marker.name.endswith(".val.json"):
+            continue
+        row = json.loads(marker.read_text())
+        state = "capped" if marker.with_suffix(".ckpt").is_file() else "done"
+        rows.append(_row(fits_dir, marker.stem, state, row["steps"], row["kept_step"], row.get("id_bce")))
+        rows[-1]["heldout_bce"] = row.get("heldout_bce")
+    for checkpoint in sorted(fits_dir.glob("*_seed*.ckpt")):
+        if checkpoint.with_suffix(".json").is_file():
+            continue
+        loop = torch.load(checkpoint, map_location="cpu", weights_only=True)["loop"]
+        rows.append(
+            _row(fits_dir, checkpoint.stem, "started", loop["step"], loop["best_step"], loop["best_value"])
+        )
+    return rows
+
+
+def _row(fits_dir: Path, stem: str, state: str, step: int, kept: int | None, best: float | None) -> dict:
+    """A status row of the fit ``<model>_seed<s>`` in ``fits_dir``."""
+    model, seed = stem.rsplit("_seed", 1)
+    return {
+        "case": fits_dir.name,
+        "model": model,
+        "seed": int(seed),
+        "state": state,
+        "step": step,
+        "kept_step": kept,
+        "val_id_bce": best,
+    }
+
+
+def study_status(folders: list[Path]) -> pd.DataFrame:
+    """Status rows of every fit under ``folders`` (run folders or folders of run folders)."""
+    fits_dirs = sorted(
+        {fits for folder in folders for fits in folder.glob("**/fits/*_case*") if fits.is_dir()}
+    )
+    if not fits_dirs:
+        raise FileNotFoundError(f"no sprite-claim fits under {', '.join(map(str, folders))}")
+    rows = pd.DataFrame([row for fits_dir in fits_dirs for row in fit_states(fits_dir)])
+    return rows.sort_values(["case", "seed"], kind="stable", ignore_index=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("folders", nargs="*", type=Path, default=[DEFAULT])
+    try:
+        status = study_status(parser.parse_args().folders)
+    except FileNotFoundError as error:
+        parser.exit(1, f"claim_status: {error}\n")
+    print(status.round(2).to_string(index=False, na_rep="-"))
+    counts = status["state"].value_counts()
+    print(", ".join(f"{counts.get(state, 0)} {state}" for state in ("done", "capped", "started")))
+
+
+if __name__ == "__main__":
+    main()
