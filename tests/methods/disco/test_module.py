@@ -47,6 +47,7 @@ def test_encode_corpus_keeps_every_token() -> None:
 
 
 def test_module_trains_a_step_and_reports_coverage() -> None:
+    torch.manual_seed(0)
     data = PassagePairDataModule(max_bytes=60_000, batch_size=16, n_eval_queries=3, vocab_size=400)
     module = ColbertEncoder(
         optimizer=lambda params: torch.optim.AdamW(params, lr=1e-3),
@@ -66,7 +67,9 @@ def test_module_trains_a_step_and_reports_coverage() -> None:
     assert torch.isfinite(loss)
     report = module.coverage_report()
     assert set(report) == set(COVERAGE_METRICS)
-    assert 0.5 < report["coverage_ratio"] <= 1.0 + 1e-6
+    # Greedy is (1 - 1/e)-optimal, not optimal, so DISCo's set may cover a little more than greedy's: seeds
+    # 0-11 give 0.992-1.0002 (seed 7 above 1; unseeded, this test failed on it once in a cold replica).
+    assert 0.5 < report["coverage_ratio"] < 1.05
     assert set(module.logged_metrics()) >= {"val/recall", "test/coverage_ratio"}
 
 
