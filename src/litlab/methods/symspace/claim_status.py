@@ -17,7 +17,6 @@ import pandas as pd
 import torch
 
 DEFAULT = Path("outputs/task/symspace/sprite_claim_32px")
-NOT_FITS = ("data.json",)
 
 
 def fit_states(fits_dir: Path) -> list[dict]:
@@ -26,12 +25,12 @@ def fit_states(fits_dir: Path) -> list[dict]:
     training now, or continuing when the study runs again)."""
     rows = []
     for marker in sorted(fits_dir.glob("*_seed*.json")):
-        if marker.name in NOT_FITS or marker.name.endswith(".val.json"):
+        if marker.name.endswith(".val.json"):  # a validation curve, not a fit
             continue
         row = json.loads(marker.read_text())
         state = "capped" if marker.with_suffix(".ckpt").is_file() else "done"
-        rows.append(_row(fits_dir, marker.stem, state, row["steps"], row["kept_step"], row.get("id_bce")))
-        rows[-1]["heldout_bce"] = row.get("heldout_bce")
+        saved = (row["steps"], row["kept_step"], row.get("id_bce"), row.get("heldout_bce"))
+        rows.append(_row(fits_dir, marker.stem, state, *saved))
     for checkpoint in sorted(fits_dir.glob("*_seed*.ckpt")):
         if checkpoint.with_suffix(".json").is_file():
             continue
@@ -42,7 +41,15 @@ def fit_states(fits_dir: Path) -> list[dict]:
     return rows
 
 
-def _row(fits_dir: Path, stem: str, state: str, step: int, kept: int | None, best: float | None) -> dict:
+def _row(
+    fits_dir: Path,
+    stem: str,
+    state: str,
+    step: int,
+    kept: int | None,
+    best: float | None,
+    heldout: float | None = None,
+) -> dict:
     """A status row of the fit ``<model>_seed<s>`` in ``fits_dir``."""
     model, seed = stem.rsplit("_seed", 1)
     return {
@@ -53,6 +60,7 @@ def _row(fits_dir: Path, stem: str, state: str, step: int, kept: int | None, bes
         "step": step,
         "kept_step": kept,
         "val_id_bce": best,
+        "heldout_bce": heldout,
     }
 
 
