@@ -12,6 +12,7 @@ import torch
 
 from litlab.core.progress import track
 from litlab.core.results import TaskOutput
+from litlab.core.stats import format_mean_sd
 from litlab.datamodules.selection import DOMAINS, KINDS, SelectionPool, make_pool
 from litlab.datamodules.tokenizers import cached_bpe
 from litlab.methods.datamask.baselines import greedy_select, random_select, topk_quality
@@ -48,9 +49,9 @@ def _selectors(pool: SelectionPool, ratio: float, lam: float, seed: int, **optio
     }
 
 
-def _mean_sd(values: Sequence[float]) -> str:
-    sd = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{statistics.mean(values):.4f} ± {sd:.4f}"
+def _cell(values: Sequence[float]) -> str:
+    """A summary-table cell: ``mean ± sd`` over seeds to 4 decimals."""
+    return format_mean_sd(values, digits=4)
 
 
 def study(
@@ -142,10 +143,10 @@ def _report(
         summary.append(
             {
                 "selector": name,
-                "objective": _mean_sd(by(objective_rows, "selector", name, "objective")),
-                "quality": _mean_sd(by(objective_rows, "selector", name, "quality")),
-                "diversity_norm": _mean_sd(by(objective_rows, "selector", name, "diversity_norm")),
-                "seconds": _mean_sd(by(objective_rows, "selector", name, "seconds")),
+                "objective": _cell(by(objective_rows, "selector", name, "objective")),
+                "quality": _cell(by(objective_rows, "selector", name, "quality")),
+                "diversity_norm": _cell(by(objective_rows, "selector", name, "diversity_norm")),
+                "seconds": _cell(by(objective_rows, "selector", name, "seconds")),
             }
         )
     lm_summary = []
@@ -154,9 +155,9 @@ def _report(
         lm_summary.append(
             {
                 "subset": label,
-                "mean_bpb": _mean_sd([r["mean_bpb"] for r in rows]),
-                "epochs": _mean_sd([r["epochs"] for r in rows]),
-                **{f"bpb_{d}": _mean_sd([r[f"bpb_{d}"] for r in rows]) for d in DOMAINS},
+                "mean_bpb": _cell([r["mean_bpb"] for r in rows]),
+                "epochs": _cell([r["epochs"] for r in rows]),
+                **{f"bpb_{d}": _cell([r[f"bpb_{d}"] for r in rows]) for d in DOMAINS},
             }
         )
     objective = {n: statistics.mean(by(objective_rows, "selector", n, "objective")) for n in selectors}

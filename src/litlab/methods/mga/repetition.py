@@ -14,7 +14,6 @@ unseen entities in the original style, in the held-out genre, and on held-out Sh
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Mapping, Sequence
 from functools import partial
@@ -26,6 +25,7 @@ from transformers import PreTrainedTokenizerBase
 
 from litlab.core.errors import ConfigError
 from litlab.core.progress import track
+from litlab.core.stats import mean_and_sd
 from litlab.datamodules.base import batch_loader
 from litlab.datamodules.text import (
     _SCHEMAS,
@@ -292,12 +292,6 @@ def one_seed(ctx: TaskContext, seed: int, cfg: Mapping[str, Any]) -> list[dict[s
     return rows
 
 
-def _mean_sd(values: Sequence[float]) -> tuple[float, float]:
-    mean = sum(values) / len(values)
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1)) if len(values) > 1 else 0.0
-    return mean, sd
-
-
 def summarise(rows: Sequence[Mapping[str, Any]], arms: Sequence[str], sizes: Sequence[str]) -> list[dict]:
     """Mean and sample sd over seeds of every probe and validation loss, per arm × size."""
     keys = [f"probe/{p}" for p in (*PROBES, "unseen")] + [f"val/{v}" for v in VAL_SETS]
@@ -307,7 +301,7 @@ def summarise(rows: Sequence[Mapping[str, Any]], arms: Sequence[str], sizes: Seq
             mine = [r for r in rows if r["arm"] == arm and r["size"] == size]
             entry: dict[str, Any] = {"size": size, "arm": arm, "seeds": len(mine)}
             for key in keys:
-                entry[key], entry[f"{key}_sd"] = (round(x, 4) for x in _mean_sd([r[key] for r in mine]))
+                entry[key], entry[f"{key}_sd"] = (round(x, 4) for x in mean_and_sd([r[key] for r in mine]))
             out.append(entry)
     return out
 
@@ -329,8 +323,8 @@ def gaps(rows: Sequence[Mapping[str, Any]], sizes: Sequence[str], baselines: Seq
             ]
             if not pairs:
                 continue
-            probe = _mean_sd([m["probe/unseen"] - b["probe/unseen"] for m, b in pairs])
-            loss = _mean_sd([m["val/original_style"] - b["val/original_style"] for m, b in pairs])
+            probe = mean_and_sd([m["probe/unseen"] - b["probe/unseen"] for m, b in pairs])
+            loss = mean_and_sd([m["val/original_style"] - b["val/original_style"] for m, b in pairs])
             out.append(
                 {
                     "size": size,

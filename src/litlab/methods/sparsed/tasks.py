@@ -14,6 +14,7 @@ from transformers import PreTrainedModel
 from litlab.core.errors import ConfigError
 from litlab.core.progress import track
 from litlab.core.results import TaskOutput
+from litlab.core.stats import format_mean_sd
 from litlab.datamodules.retrieval_text import RetrievalTextDataModule
 from litlab.lm import load_pretrained
 from litlab.methods.sparsed.analysis import observations, record_importance
@@ -104,11 +105,6 @@ def evaluate(
 SUMMARY_KEYS = ("agreement", "exact_match_dense", "exact_match", "token_accuracy", "swapped_token_accuracy")
 
 
-def _mean_sd(values: list[float]) -> str:
-    sd = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{statistics.mean(values):.3f} ± {sd:.3f}"
-
-
 def _summary(per_seed: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Mean ± sd over example sets of each (kind, arm)."""
     summary = []
@@ -120,7 +116,7 @@ def _summary(per_seed: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "kind": kind,
                     "arm": name,
                     **{
-                        key: _mean_sd([r[key] for r in rows])
+                        key: format_mean_sd([r[key] for r in rows], digits=3)
                         for key in SUMMARY_KEYS
                         if key in rows[0]  # the swapped-value accuracy: retrieval rows only
                     },

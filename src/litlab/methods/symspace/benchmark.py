@@ -26,6 +26,7 @@ from litlab.core.errors import LitlabError
 from litlab.core.figures import save_figure
 from litlab.core.progress import track
 from litlab.core.results import TaskOutput
+from litlab.core.stats import format_mean_sd
 from litlab.datamodules.sprites import FACTORS, SpritesDataModule, recombination_mask
 from litlab.fitting import FitResult, Fitter
 from litlab.methods.symspace.classifier import FactorClassifier, factor_accuracy, train_factor_classifier
@@ -326,20 +327,12 @@ def paper_vs_ours(runs: pd.DataFrame) -> pd.DataFrame:
             "case": case,
             "model": model,
             "paper_heldout_bce": paper[int(case)] if paper else "–",  # not in the poster
-            "ours_heldout_bce": mean_and_sd(group["heldout_bce"]),
+            "ours_heldout_bce": format_mean_sd(group["heldout_bce"]),
         }
         if "heldout_bce_code" in group:
-            row["ours_heldout_bce_code"] = mean_and_sd(group["heldout_bce_code"])
+            row["ours_heldout_bce_code"] = format_mean_sd(group["heldout_bce_code"])
         rows.append(row | {"seeds": len(group)})
     return pd.DataFrame(rows)
-
-
-def mean_and_sd(values: pd.Series) -> str:
-    """``mean ± sd`` over seeds (the mean alone for one seed; ``–`` when no fit recorded the value)."""
-    values = values.dropna()
-    if values.empty:
-        return "–"
-    return f"{values.mean():.2f}" + (f" ± {values.std():.2f}" if len(values) > 1 else "")
 
 
 def symspace_benchmark(
