@@ -159,23 +159,33 @@ def score_plot(rows: Sequence[dict[str, Any]], methods: Sequence[str] = ("awm", 
     return figure
 
 
+PLOTTED = ("awm", "biased_cka", "pcs", "huref", "reef")  # the methods whose scores the strip plot shows
+
+
+def score_figures(rows: Sequence[dict[str, Any]], methods: Sequence[str]) -> dict[str, Any]:
+    """``{"scores": strip plot}`` of the plotted methods among ``methods``; none when no such method ran."""
+    shown = [m for m in PLOTTED if m in methods]
+    return {"scores": score_plot(rows, shown)} if shown else {}
+
+
+def check_methods(methods: Sequence[str]) -> None:
+    """Fail in one line, before any model is built or read, on a method name that is not in METHODS."""
+    unknown = sorted(set(methods) - set(METHODS))
+    if unknown:
+        raise LitlabError(f"task.methods has unknown {unknown}; choose among {', '.join(METHODS)}")
+
+
 def evaluate(
     ctx: Any, *, pairs: str | None = None, methods: Sequence[str] = tuple(METHODS)
 ) -> dict[str, Any]:
     """Task: score a user's pair list (``litlab-run task=fingerprint/evaluate task.pairs=my_pairs.csv``)."""
     if not pairs:
         raise LitlabError(f"task.pairs=<csv> is required: a file with columns {','.join(PAIR_FIELDS)}")
-    unknown = sorted(set(methods) - set(METHODS))
-    if unknown:
-        raise LitlabError(f"task.methods has unknown {unknown}; choose among {', '.join(METHODS)}")
+    check_methods(methods)
     rows = score_pairs(read_pairs(pairs), methods)
     metrics, method_rows, categories = summarise(rows, methods)
     return {
         "metrics": {k: v for k, v in metrics.items() if not math.isnan(v)},
         "tables": {"methods": method_rows, "categories": categories, "pairs": rows},
-        "figures": {
-            "scores": score_plot(
-                rows, [m for m in ("awm", "biased_cka", "pcs", "huref", "reef") if m in methods]
-            )
-        },
+        "figures": score_figures(rows, methods),
     }

@@ -9,7 +9,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from litlab.core.results import TaskOutput
-from litlab.methods.fingerprint.evaluate import METHODS, read_pairs, score_pairs, score_plot, summarise
+from litlab.methods.fingerprint.evaluate import (
+    METHODS,
+    check_methods,
+    read_pairs,
+    score_figures,
+    score_pairs,
+    summarise,
+)
 from litlab.methods.fingerprint.testbed import POSITIVES, Spec, build_testbed
 from litlab.task import TaskContext
 
@@ -43,24 +50,25 @@ def testbed(
     root: str | None = None,
 ) -> TaskOutput:
     """Build (cached) and evaluate the testbed; ``extra_pairs`` (a CSV of the same format) adds a user's
-    own checkpoint pairs to the evaluation."""
-    pairs_file = build_testbed(ctx.fitter, list(bases), Spec(**dict(spec or {})), list(categories), root)
-    pairs = read_pairs(pairs_file) + (read_pairs(extra_pairs) if extra_pairs else [])
-    rows = score_pairs(pairs, list(methods))
-    metrics, method_rows, category_rows = summarise(rows, list(methods))
+    own checkpoint pairs to the evaluation. The paper-vs-ours table (with ``awm`` among ``methods``) is
+    of the testbed's own pairs, so that a user's pairs do not move the comparison with the paper."""
+    methods = list(methods)
+    check_methods(methods)
+    extra = read_pairs(extra_pairs) if extra_pairs else []  # a bad file fails before the build
+    built = score_pairs(
+        read_pairs(build_testbed(ctx.fitter, list(bases), Spec(**dict(spec or {})), list(categories), root)),
+        methods,
+    )
+    rows = built + score_pairs(extra, methods)
+    metrics, method_rows, category_rows = summarise(rows, methods)
     metrics["pairs/positive"] = float(sum(r["label"] for r in rows))
     metrics["pairs/negative"] = float(sum(1 - r["label"] for r in rows))
+    tables = {"methods": method_rows, "categories": category_rows, "pairs": rows}
+    if "awm" in methods:
+        built_metrics, _, built_categories = summarise(built, methods)
+        tables = {"paper_vs_ours": _paper_vs_ours(built_metrics, built_categories)} | tables
     return {
         "metrics": {k: v for k, v in metrics.items() if not math.isnan(v)},
-        "tables": {
-            "paper_vs_ours": _paper_vs_ours(metrics, category_rows),
-            "methods": method_rows,
-            "categories": category_rows,
-            "pairs": rows,
-        },
-        "figures": {
-            "scores": score_plot(
-                rows, [m for m in ("awm", "biased_cka", "pcs", "huref", "reef") if m in methods]
-            )
-        },
+        "tables": tables,
+        "figures": score_figures(rows, methods),
     }
