@@ -47,7 +47,8 @@ def expert_episode(scene: SceneConfig, seed: int, horizon: int, stride: int) -> 
 def collect_expert_dataset(
     scenes: Sequence[SceneConfig], episodes: int, seed: int, horizon: int, stride: int
 ) -> dict[str, np.ndarray]:
-    """``episodes`` expert episodes per scene, seeded ``seed + i``; arrays as in the module docstring."""
+    """``episodes`` expert episodes per scene, episode i of scene s seeded ``seed + 1000·s + i``; arrays as
+    in the module docstring."""
     obs, plan, episode = [], [], []
     for s, scene in enumerate(scenes):
         for i in range(episodes):

@@ -9,7 +9,6 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from litlab.core.figures import save_figure
 from litlab.core.results import TaskOutput
 from litlab.datamodules.driving import collect_expert_dataset
 from litlab.datamodules.driving_sim import SceneConfig
@@ -27,8 +26,7 @@ def expert_data_task(
     n_anchors: int = 16,
 ) -> TaskOutput:
     """Write ``expert.npz`` (train with ``data.path=<run>/expert.npz``), ``anchors.npy`` and a plot."""
-    output_dir = ctx.output_dir
-    output_dir = Path(output_dir)
+    output_dir = Path(ctx.output_dir)
     data = collect_expert_dataset([SceneConfig(**dict(s)) for s in scenes], episodes, seed, horizon, stride)
     np.savez_compressed(output_dir / "expert.npz", **data)
     plans = torch.from_numpy(data["plan"])
@@ -49,5 +47,4 @@ def expert_data_task(
     ax.set_xlabel("x ahead (m)")
     ax.set_ylabel("y right (m)")
     ax.set_title(f"expert plans (grey) and {n_anchors} k-means anchors")
-    save_figure(fig, output_dir, "plans_and_anchors")
-    return {"metrics": results}
+    return {"metrics": results, "figures": {"plans_and_anchors": fig}}
