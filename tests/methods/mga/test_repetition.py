@@ -1,15 +1,18 @@
-"""The repetition study's data: every arm gets the same token budget, the probe formats are never trained
-on, the arms hold what they claim (rewrites, copies, upsampled facts)."""
+"""The repetition study: every arm gets the same token budget, the probe formats are never trained on, the
+arms hold what they claim (rewrites, copies, upsampling); its means, sds, paired gaps; the whole task."""
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import pytest
 
 from litlab.datamodules.tokenizers import train_bpe, wrap_tokenizer
 from litlab.methods.mga import repetition as R
+from litlab.task import TaskContext
 
 CFG = {
     "n_entities": 12,
@@ -108,3 +111,102 @@ def test_answer_match() -> None:
         R.answer_match([" 1874, I am sure", " 18745", " lute.", "the lute"], ["1874", "1874", "Lute", "lute"])
         == 0.5
     )
+
+
+def _row(seed: int, arm: str, size: str, unseen: float, loss: float) -> dict:
+    """A per-seed row with every summarised key: ``unseen`` for each probe, ``loss`` for each val set."""
+    probes = {f"probe/{p}": unseen for p in (*R.PROBES, "unseen")}
+    return {"seed": seed, "arm": arm, "size": size, **probes, **{f"val/{v}": loss for v in R.VAL_SETS}}
+
+
+# the repetition rows in reverse seed order: gaps pair rows by seed, not by position
+ROWS = [
+    _row(0, "mga", "d16", 0.5, 3.0),
+    _row(1, "mga", "d16", 0.7, 3.2),
+    _row(2, "mga", "d16", 0.6, 3.4),
+    _row(2, "repetition", "d16", 0.4, 3.5),
+    _row(1, "repetition", "d16", 0.3, 3.0),
+    _row(0, "repetition", "d16", 0.2, 3.1),
+    _row(0, "mga", "d32", 0.9, 2.5),
+    _row(0, "repetition", "d32", 0.6, 2.25),
+]
+
+
+def test_summarise_gives_the_mean_and_sample_sd_over_seeds_per_arm_and_size() -> None:
+    summary = R.summarise(ROWS, ["mga", "repetition"], ["d16", "d32"])
+    assert [(r["size"], r["arm"], r["seeds"]) for r in summary] == [
+        ("d16", "mga", 3),
+        ("d16", "repetition", 3),
+        ("d32", "mga", 1),
+        ("d32", "repetition", 1),
+    ]
+    mga, repetition, one_seed = summary[0], summary[1], summary[2]
+    assert mga["probe/unseen"] == pytest.approx(0.6) and mga["probe/unseen_sd"] == pytest.approx(0.1)
+    assert mga["val/original_style"] == pytest.approx(3.2) and mga["val/original_style_sd"] == pytest.approx(
+        0.2
+    )
+    assert repetition["val/shakespeare"] == pytest.approx(3.2)
+    assert repetition["val/shakespeare_sd"] == pytest.approx(0.2646, abs=1e-4)  # sqrt(0.07), ddof 1
+    assert one_seed["probe/cloze"] == pytest.approx(0.9) and one_seed["probe/cloze_sd"] == 0.0
+
+
+def test_gaps_are_paired_by_seed_and_skip_baselines_that_did_not_run() -> None:
+    gaps = R.gaps(ROWS, ["d16", "d32"], ["repetition", "upsampling"])
+    assert [(g["size"], g["baseline"]) for g in gaps] == [("d16", "repetition"), ("d32", "repetition")]
+    d16, d32 = gaps
+    # per-seed differences 0.3, 0.4, 0.2 (unpaired, the sds would give sqrt(0.01 + 0.01) = 0.1414)
+    assert d16["unseen_probe_gap"] == pytest.approx(0.3) and d16["unseen_probe_gap_sd"] == pytest.approx(0.1)
+    # per-seed differences -0.1, 0.2, -0.1: mean 0, sd sqrt(0.06 / 2)
+    assert d16["original_val_loss_gap"] == pytest.approx(0.0, abs=1e-9)
+    assert d16["original_val_loss_gap_sd"] == pytest.approx(0.1732, abs=1e-4)
+    assert d32["unseen_probe_gap"] == pytest.approx(0.3) and d32["original_val_loss_gap"] == pytest.approx(
+        0.25
+    )
+    assert d32["unseen_probe_gap_sd"] == 0.0 and d32["original_val_loss_gap_sd"] == 0.0
+
+
+def test_the_study_trains_every_arm_at_one_budget_and_tabulates_seeds_and_gaps(tmp_path: Path) -> None:
+    arms = ["repetition", "mga", "mga_copies"]
+    cfg = CFG | {
+        "n_entities": 6,
+        "n_val_entities": 3,
+        "shakespeare_chars": 800,
+        "shakespeare_val_chars": 800,
+        "vocab_size": 300,
+        "repeats": 2,
+        "block_size": 32,
+        "batch_size": 8,
+        "lr": 5e-3,
+        "probe_tokens": 3,
+        "torch_threads": 1,
+    }
+    sizes = {"d16": {"hidden_size": 16, "num_layers": 1, "num_heads": 2}}
+    out = R.repetition_study(TaskContext.local(tmp_path), seeds=[0, 1], arms=arms, sizes=sizes, **cfg)
+    rows = out["tables"]["per_seed"]
+    assert sorted((r["seed"], r["arm"]) for r in rows) == sorted((s, a) for s in (0, 1) for a in arms)
+    for seed in (0, 1):
+        mine = {r["arm"]: r for r in rows if r["seed"] == seed}
+        assert len({r["budget_tokens"] for r in mine.values()}) == 1
+        passes = {arm: r["original_fact_passes"] for arm, r in mine.items()}
+        assert passes["mga"] < passes["repetition"] == 2.0 < passes["mga_copies"]
+        assert (tmp_path / f"seed{seed}" / "mga" / "corpus.jsonl").is_file()
+    for r in rows:
+        assert all(0 <= r[f"probe/{p}"] <= 1 for p in R.PROBES)
+        assert r["probe/unseen"] == pytest.approx(sum(r[f"probe/{p}"] for p in R.UNSEEN_PROBES) / 3)
+        # a few steps already beat the uniform guess over the 300-token vocabulary
+        assert all(0 < r[f"val/{v}"] < math.log(300) for v in R.VAL_SETS)
+    summary = {r["arm"]: r for r in out["tables"]["summary"]}
+    assert set(summary) == set(arms) and all(r["seeds"] == 2 for r in summary.values())
+    losses = {arm: [r["val/original_style"] for r in rows if r["arm"] == arm] for arm in arms}
+    assert summary["mga"]["val/original_style"] == pytest.approx(sum(losses["mga"]) / 2, abs=1e-4)
+    gaps = {g["baseline"]: g for g in out["tables"]["gaps"]}
+    assert set(gaps) == {"repetition", "mga_copies"}
+    paired = [m - b for m, b in zip(losses["mga"], losses["repetition"], strict=True)]
+    assert gaps["repetition"]["original_val_loss_gap"] == pytest.approx(sum(paired) / 2, abs=1e-4)
+    assert len(out["metrics"]) == len(arms) * 8
+    assert out["metrics"]["mga/d16/val/original_style"] == summary["mga"]["val/original_style"]
+    claims = out["tables"]["paper_vs_ours"]
+    assert len(claims) == 4 and claims[1]["ours (MGA − baseline, mean ± sd over seeds)"] == "not run"
+    figure = out["figures"]["repetition_study"]
+    assert len(figure.axes) == 4
+    plt.close(figure)
