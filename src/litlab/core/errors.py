@@ -29,6 +29,7 @@ OPTIONAL_PACKAGES = {
     "faiss": "disco",
     "trl": "rl",
     "datasketch": "webscale_rl",
+    "gsplat": "splat",
 }
 
 
