@@ -211,6 +211,13 @@ def test_every_logic_problem_has_a_consistent_fact_set() -> None:
         assert _closure_conflicts([*problem.facts, *problem.steps]) == [], problem.text
 
 
+def test_a_world_larger_than_the_name_space_is_a_config_error_not_a_hang() -> None:
+    # the two-syllable river names run out first (28² of them, which the cities also draw from)
+    assert len(make_entities(10_000, seed=0)) == 10_000
+    with pytest.raises(ConfigError, match="ran out of unique names .* ask for fewer documents"):
+        make_entities(12_000, seed=0)
+
+
 def test_entities_state_their_attributes_in_one_consistent_world() -> None:
     entities = make_entities(60, seed=0)
     names = {kind: {e.name for e in entities if e.kind == kind} for kind in ("person", "city", "company")}
