@@ -18,7 +18,7 @@ def test_the_study_reports_every_selector_and_lm_arm_over_seeds(tmp_path: Path) 
         vocab_size=300,
         block_size=16,
         batch_size=4,
-        lm_steps=4,
+        lm_steps=2,
         lm_eval_every=2,
         hidden_size=16,
     )
