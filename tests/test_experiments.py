@@ -15,19 +15,23 @@ from omegaconf import Container, OmegaConf
 from litlab.train import train
 from tests.conftest import CONFIGS, experiment_names
 
-# Experiments whose data preparation trains a model when the cache is cold (crosstok's teacher LM, about
-# 40 s of CPU): their one-step run is an end-to-end run over 20 s, so it belongs to the slow suite.
-TRAIN_IN_DATA_PREPARATION = {"crosstok/distill"}
+# Experiments whose data preparation is itself a long job when the cache is cold: crosstok trains its teacher
+# LM (about 40 s of CPU), skyevents simulates its flight (15-25 s, shared by the experiments of one flight
+# through the cache, but whichever runs first pays it). Their one-step run is an end-to-end run over 20 s, so
+# it belongs to the slow suite (make test; test-fast keeps the skyevents module and data tests).
+SKYEVENTS = ("rer", "rgb_only", "whole_frame", "gs_rer", "gs_rgb_only", "gs_whole_frame")
+SLOW_DATA_PREPARATION = {"crosstok/distill"} | {f"skyevents/{name}" for name in SKYEVENTS}
 
 
 def test_experiment_list_is_not_empty() -> None:
     assert "kan/function_fit" in experiment_names()
+    assert SLOW_DATA_PREPARATION <= set(experiment_names())  # a renamed experiment is not silently fast
 
 
 @pytest.mark.parametrize(
     "name",
     [
-        pytest.param(name, marks=pytest.mark.slow) if name in TRAIN_IN_DATA_PREPARATION else name
+        pytest.param(name, marks=pytest.mark.slow) if name in SLOW_DATA_PREPARATION else name
         for name in experiment_names()
     ],
 )
