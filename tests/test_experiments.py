@@ -44,7 +44,8 @@ def test_experiment_runs_one_step(name: str, compose_config) -> None:
 # Each experiment's header names the paper's scale in one line, "# Paper scale[ (note)]: <overrides>":
 # Hydra overrides appended to `litlab-train experiment=<name>`; <...> placeholders stand for what only a user
 # has (a recording, a checkpoint), and the note before the colon must then say so.
-EXPERIMENTS = Path(str(CONFIGS)) / "experiment"
+CONFIG_DIR = Path(str(CONFIGS))  # the installed configs as a plain path
+EXPERIMENTS = CONFIG_DIR / "experiment"
 PLACEHOLDER = re.compile(r"<[^>]*>")
 
 
@@ -70,7 +71,7 @@ def paper_scale_overrides(name: str) -> list[str]:
 
 def _is_group(key: str) -> bool:
     """A config group (``trainer=gpu``, ``model/kan/init=power``): its value names a file, not a value."""
-    return "/" in key or (Path(str(CONFIGS)) / key).is_dir()
+    return "/" in key or (CONFIG_DIR / key).is_dir()
 
 
 @pytest.mark.parametrize("name", experiment_names())
