@@ -28,7 +28,12 @@ def run_task(cfg: DictConfig) -> float | None:
         task = hydra.utils.instantiate(cfg.task, _convert_="partial")
         if not callable(task):
             raise ConfigError(f"task {name} is not callable; set _partial_: true in its config")
-        ctx = TaskContext(output_dir=output_dir, fitter=Fitter.from_config(cfg.get("trainer")), seed=cfg.seed)
+        ctx = TaskContext(
+            output_dir=output_dir,
+            fitter=Fitter.from_config(cfg.get("trainer")),
+            seed=cfg.seed,
+            torch_threads=cfg.extras.get("torch_threads"),
+        )
         exp.record_run(cfg, output_dir)
         output = check_task_output(task(ctx), name)
         metrics = output.get("metrics", {})

@@ -19,11 +19,25 @@ if TYPE_CHECKING:
 
 @dataclass
 class TaskContext:
-    """What a task gets from the entry point: its run folder, a Fitter for the run's devices, the seed."""
+    """What a task gets from the entry point: its run folder, a Fitter for the run's devices, the seed,
+    and the run's ``extras.torch_threads`` (None when the user left torch's default)."""
 
     output_dir: Path
     fitter: Fitter
     seed: int = 0
+    torch_threads: int | None = None
+
+    def pin_threads(self, default: int) -> int:
+        """Set torch's CPU threads to ``extras.torch_threads`` when the run named it, else to ``default``.
+
+        For tasks whose published numbers should not depend on the machine's core count (one thread makes
+        the float sums the same everywhere): the task picks the default, the user's ``extras`` still wins.
+        """
+        import torch
+
+        threads = self.torch_threads or default
+        torch.set_num_threads(threads)
+        return threads
 
     @classmethod
     def local(cls, output_dir: str | Path, seed: int = 0) -> TaskContext:

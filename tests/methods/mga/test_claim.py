@@ -29,7 +29,7 @@ MARGIN = 2 * math.sqrt(0.012**2 + 0.004**2)
 def rows(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     torch.set_num_threads(1)
     cfg = yaml.safe_load(CONFIG.read_text())
-    cfg = {k: v for k, v in cfg.items() if k not in ("_target_", "_partial_", "seeds", "torch_threads")}
+    cfg = {k: v for k, v in cfg.items() if k not in ("_target_", "_partial_", "seeds")}
     cfg |= {"arms": ["repetition", "mga", "mga_copies"], "sizes": {"d128": cfg["sizes"]["d128"]}}
     ctx = TaskContext.local(tmp_path_factory.mktemp("mga_claim"))
     return {row["arm"]: row for row in R.one_seed(ctx, SEED, cfg)}

@@ -178,7 +178,6 @@ def test_the_study_trains_every_arm_at_one_budget_and_tabulates_seeds_and_gaps(t
         "batch_size": 8,
         "lr": 5e-3,
         "probe_tokens": 3,
-        "torch_threads": 1,
     }
     sizes = {"d16": {"hidden_size": 16, "num_layers": 1, "num_heads": 2}}
     out = R.repetition_study(TaskContext.local(tmp_path), seeds=[0, 1], arms=arms, sizes=sizes, **cfg)

@@ -207,15 +207,13 @@ def distinguishability_task(
     patience: int = 200,
     seed: int = 0,
     max_block: int = 5000,
-    threads: int | None = 1,
 ) -> TaskOutput:
     """``litlab-run task=adaspec/distinguishability``: for each data set, d_M, Σ_λ rank(U_λᵀX) and the
     Theorem 4.3 bound of Ã (with and without self-loops), Ω_D and Ω at the initial b, and Ω with the b
     of a model trained through ``ctx.fitter`` (``train_epochs`` > 0) on AdaSpec's random split ``seed``.
-    Returns the table ``distinguishability`` and the figures ``eigenvalues_<set>``. ``threads`` pins
-    torch's CPU threads as in ``study.study`` (None: leave them)."""
-    if threads is not None:
-        torch.set_num_threads(threads)
+    Returns the table ``distinguishability`` and the figures ``eigenvalues_<set>``. One CPU thread unless
+    ``extras.torch_threads`` says otherwise, as in ``study.study``."""
+    ctx.pin_threads(1)
     rows, results, figures = [], {}, {}
     for dataset in track(datasets, description="distinguishability"):
         graph = load_node_graph(dataset, root, "random", seed=seed)

@@ -14,7 +14,6 @@ from collections.abc import Callable, Mapping, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import torch
 from matplotlib.figure import Figure
 
 from litlab.core.errors import ConfigError
@@ -219,17 +218,15 @@ def study(
     max_epochs: int = 1000,
     patience: int = 200,
     confidence: float = 0.95,
-    threads: int | None = 1,
 ) -> TaskOutput:
     """Run every arm on every data set and seed; return the tables ``runs``, ``summary``, ``scores``,
     ``paired``, ``paper_vs_ours`` and ``verdicts``, the forest plot, and the pooled differences.
 
-    ``threads`` pins torch's CPU threads (None: leave them): graphs of a few hundred nodes gain nothing
-    from more, a thread pool thrashes on a loaded machine, and one thread makes the float sums, and so
-    the published numbers, the same on every machine.
+    It runs on one CPU thread unless ``extras.torch_threads`` says otherwise: graphs of a few hundred
+    nodes gain nothing from more, a thread pool thrashes on a loaded machine, and one thread makes the
+    float sums, and so the published numbers, the same on every machine.
     """
-    if threads is not None:
-        torch.set_num_threads(threads)
+    ctx.pin_threads(1)
     known = set(arms) | ({MAJORITY} if majority else set())
     pairs = [tuple(pair) for pair in claims.values()] + [tuple(pair) for pair in comparisons]
     unknown = sorted({arm for pair in pairs for arm in pair} - known)

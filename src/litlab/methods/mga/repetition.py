@@ -374,8 +374,9 @@ def _figure(summary: Sequence[Mapping[str, Any]], arms: Sequence[str], sizes: Se
 
 def repetition_study(ctx: TaskContext, *, seeds: Sequence[int], **cfg: Any) -> dict[str, Any]:
     """Every arm × size on every seed at one token budget; tables: per-seed rows, mean ± sd per arm × size,
-    paired MGA gaps per size, and the paper's claims beside ours."""
-    torch.set_num_threads(cfg.pop("torch_threads", 1))
+    paired MGA gaps per size, and the paper's claims beside ours. One CPU thread unless
+    ``extras.torch_threads`` says otherwise."""
+    ctx.pin_threads(1)
     unknown = set(cfg["arms"]) - set(ARMS)
     if unknown:
         raise ConfigError(f"unknown arms {sorted(unknown)}; choose from {list(ARMS)}")

@@ -486,8 +486,9 @@ def rl_study(
     ctx: TaskContext, *, seeds: list[int], arms: Sequence[str] = ARMS, processes: int = 1, **cfg: Any
 ) -> TaskOutput:
     """Every arm on every seed; the table compares each arm's final held-out accuracy and the tokens it
-    took, and the tokens the RL arm needed to reach the continual-pretraining arm's final accuracy."""
-    torch.set_num_threads(1)
+    took, and the tokens the RL arm needed to reach the continual-pretraining arm's final accuracy. One CPU
+    thread per process unless ``extras.torch_threads`` says otherwise."""
+    ctx.pin_threads(1)
     arms = tuple(arms)
     if "cpt" not in arms or not set(arms) <= set(ARMS):
         raise ConfigError(f"arms must include cpt and be among {ARMS}, got {arms}")
