@@ -21,6 +21,7 @@ def run_task(cfg: DictConfig) -> float | None:
     from litlab.core.errors import ConfigError
     from litlab.core.results import check_task_output, publish, write_results
     from litlab.fitting import Fitter
+    from litlab.runner.task_logging import send_results
     from litlab.task import TaskContext
 
     name = str(cfg.task_name)
@@ -49,6 +50,7 @@ def run_task(cfg: DictConfig) -> float | None:
                 tables=output.get("tables"),
                 figures=output.get("figures"),
             )
+            send_results(cfg, output_dir)
             if cfg.get("publish"):
                 target = publish(output_dir, Path(cfg.paths.results_dir) / name)
                 print(f"published to {target}", flush=True)

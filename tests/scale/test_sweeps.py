@@ -13,7 +13,8 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from litlab.runner.sweeps import check_sweep_spec, compose_train
+from litlab.core.errors import ConfigError
+from litlab.runner.sweeps import check_sweep_spec, compose_train, has_wandb_logger
 from tests.conftest import experiment_names, run_cli
 from tests.scale.conftest import RUNS, WORKLOAD, results
 
@@ -53,11 +54,20 @@ def test_task_sweep_spec_composes_with_every_value(path: Path) -> None:
     command = spec["command"]
     assert command[0] == "litlab-run" and command[-1] == "${args_no_hyphens}" and "hydra.mode=RUN" in command
     fixed = command[1:-1]
+    assert has_wandb_logger(compose_run(fixed)), "without a wandb logger the sweep never sees its metric"
     assert f"optimized_metric={spec['metric']['name']}" in fixed
     for name, parameter in spec["parameters"].items():
         assert name.startswith("task."), f"{path} sweeps {name}; a task sweep varies task.*"
         for value in parameter["values"]:
             assert OmegaConf.select(compose_run([*fixed, f"{name}={value}"]), name) == value
+
+
+def test_a_spec_without_a_wandb_logger_is_a_clear_error(tmp_path: Path) -> None:
+    spec = yaml.safe_load((CONFIGS / "sweep" / "kan" / "init_grid.yaml").read_text())
+    spec["command"].remove("logger=wandb")
+    (tmp_path / "no_logger.yaml").write_text(yaml.safe_dump(spec))
+    with pytest.raises(ConfigError, match="add logger=wandb"):
+        check_sweep_spec(tmp_path / "no_logger.yaml")
 
 
 def test_a_drifted_spec_is_a_clear_error(tmp_path: Path) -> None:

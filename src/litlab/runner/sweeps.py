@@ -37,6 +37,12 @@ def compose_train(overrides: Sequence[str]) -> DictConfig:
         GlobalHydra.instance().clear()
 
 
+def has_wandb_logger(cfg: DictConfig) -> bool:
+    """Whether ``cfg.logger`` (as composed, before instantiation) holds a wandb logger."""
+    loggers = cfg.get("logger") or {}
+    return any(str(node.get("_target_", "")).endswith("WandbLogger") for node in loggers.values())
+
+
 def parameter_values(parameter: dict[str, Any]) -> list[Any]:
     """The values of a wandb parameter that composition must accept: each listed one, or both bounds."""
     if "values" in parameter:
@@ -71,6 +77,8 @@ def check_sweep_spec(path: str | Path, searchpath: Sequence[str] = ()) -> int:
         )
     if base.hydra.mode == RunMode.MULTIRUN:
         raise ConfigError(f"{path}: each wandb run is one run; add hydra.mode=RUN to the command")
+    if not has_wandb_logger(base):
+        raise ConfigError(f"{path}: add logger=wandb to the command, or the sweep never sees its metric")
     composed = 1
     for name, parameter in spec.get("parameters", {}).items():
         if not set(parameter) <= PARAMETER_KEYS:
