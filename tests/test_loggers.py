@@ -1,7 +1,9 @@
-"""``litlab-run ... logger=...``: a task's metrics, tables and plots reach wandb and tensorboard too."""
+"""``logger=many``: a training run's and a task's metrics and plots (and a task's tables) reach wandb and
+tensorboard as well as the run folder; wandb's summary holds the metric a sweep reads."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -13,6 +15,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from litlab.core.results import TaskOutput
 from litlab.run import run_task
 from litlab.task import TaskContext
+from litlab.train import train
 
 
 def small_study(ctx: TaskContext) -> TaskOutput:
@@ -23,9 +26,14 @@ def small_study(ctx: TaskContext) -> TaskOutput:
     return {"metrics": {"ours/error": 0.25}, "tables": {"arms": rows}, "figures": {"curve": figure}}
 
 
-def test_a_task_logs_its_metrics_tables_and_plots_to_wandb_and_tensorboard(
-    compose_config, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def media_names(folder: Path, pattern: str) -> list[str]:
+    """Names of the wandb media files matching ``pattern``, without wandb's ``_<step>_<hash>`` suffix."""
+    return sorted(re.sub(r"_\d+_[0-9a-f]+$", "", p.name.split(".")[0]) for p in folder.glob(pattern))
+
+
+@pytest.fixture
+def wandb_summaries(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
+    """wandb offline; the summary of every run that finishes, read just before it does."""
     monkeypatch.setenv("WANDB_MODE", "offline")
     summaries: list[dict] = []
     finish = wandb.finish
@@ -36,15 +44,37 @@ def test_a_task_logs_its_metrics_tables_and_plots_to_wandb_and_tensorboard(
         finish(*args, **kwargs)
 
     monkeypatch.setattr(wandb, "finish", keep_summary_and_finish)
+    return summaries
+
+
+def test_a_training_run_logs_its_metrics_and_plots_to_wandb_and_tensorboard(
+    compose_config, wandb_summaries: list[dict]
+) -> None:
+    overrides = ["experiment=kan/function_fit", "logger=many", "trainer.max_epochs=1"]
+    overrides += ["trainer.limit_train_batches=2", "trainer.limit_val_batches=1", "extras.print_config=false"]
+    cfg = compose_config("train", overrides)
+    value = train(cfg)
+    folder = Path(cfg.paths.output_dir)
+    assert wandb_summaries and wandb_summaries[0]["test/rel_l2"] == pytest.approx(value)
+    media = next(folder.glob("wandb/offline-run-*/files/media"))
+    assert media_names(media, "images/plots/*.png") == ["test_prediction"]
+    events = EventAccumulator(str(folder / "tensorboard")).Reload()
+    assert events.Tags()["images"] == ["plots/test_prediction"]
+    assert (folder / "plots" / "test_prediction.png").is_file()
+
+
+def test_a_task_logs_its_metrics_tables_and_plots_to_wandb_and_tensorboard(
+    compose_config, wandb_summaries: list[dict]
+) -> None:
     cfg = compose_config("run", ["task=kan/ntk", "logger=many", "optimized_metric=ours/error"])
     with open_dict(cfg):
         cfg.task = {"_target_": f"{__name__}.small_study", "_partial_": True}
     assert run_task(cfg) == 0.25
     folder = Path(cfg.paths.output_dir)
-    assert summaries and summaries[0]["ours/error"] == 0.25, "a wandb sweep reads its metric from the summary"
+    assert wandb_summaries and wandb_summaries[0]["ours/error"] == 0.25, "a sweep reads its metric there"
     media = next(folder.glob("wandb/offline-run-*/files/media"))
-    assert [p.name.split("_")[0] for p in media.glob("images/plots/*.png")] == ["curve"]
-    assert [p.name.split("_")[0] for p in media.glob("table/tables/*.table.json")] == ["arms"]
+    assert media_names(media, "images/plots/*.png") == ["curve"]
+    assert media_names(media, "table/tables/*.table.json") == ["arms"]
     events = EventAccumulator(str(folder / "tensorboard")).Reload()
     assert events.Tags()["images"] == ["plots/curve"]
     assert [e.value for e in events.Scalars("ours/error")] == [0.25]
