@@ -14,7 +14,13 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from litlab.core.errors import ConfigError
-from litlab.runner.sweeps import check_sweep_spec, compose_train, has_wandb_logger
+from litlab.runner.sweeps import (
+    check_sweep_spec,
+    compose_train,
+    has_wandb_logger,
+    parameter_values,
+    sweep_points,
+)
 from tests.conftest import experiment_names, run_cli
 from tests.scale.conftest import RUNS, WORKLOAD, results
 
@@ -35,7 +41,8 @@ def test_wandb_sweep_spec_composes_with_every_value(path: Path) -> None:
     spec = yaml.safe_load(path.read_text())
     experiment = next(arg.split("=", 1)[1] for arg in spec["command"] if arg.startswith("experiment="))
     assert experiment in experiment_names()
-    assert check_sweep_spec(path) > len(spec["parameters"])
+    longest = max(len(parameter_values(parameter)) for parameter in spec["parameters"].values())
+    assert check_sweep_spec(path) == 1 + longest
 
 
 def compose_run(overrides: list[str]) -> DictConfig:
@@ -56,10 +63,21 @@ def test_task_sweep_spec_composes_with_every_value(path: Path) -> None:
     fixed = command[1:-1]
     assert has_wandb_logger(compose_run(fixed)), "without a wandb logger the sweep never sees its metric"
     assert f"optimized_metric={spec['metric']['name']}" in fixed
-    for name, parameter in spec["parameters"].items():
-        assert name.startswith("task."), f"{path} sweeps {name}; a task sweep varies task.*"
-        for value in parameter["values"]:
-            assert OmegaConf.select(compose_run([*fixed, f"{name}={value}"]), name) == value
+    assert all(name.startswith("task.") for name in spec["parameters"]), f"{path}: a task sweep varies task.*"
+    values = {name: parameter_values(parameter) for name, parameter in spec["parameters"].items()}
+    for point in sweep_points(values):
+        cfg = compose_run([*fixed, *(f"{name}={value}" for name, value in point.items())])
+        assert {name: OmegaConf.select(cfg, name) for name in point} == point
+
+
+def test_sweep_points_take_every_value_of_every_parameter_in_as_many_points_as_the_longest_list() -> None:
+    points = sweep_points({"a": [1, 2, 3], "b": ["x", "y"], "c": [0.5]})
+    assert points == [
+        {"a": 1, "b": "x", "c": 0.5},
+        {"a": 2, "b": "y", "c": 0.5},
+        {"a": 3, "b": "x", "c": 0.5},
+    ]
+    assert sweep_points({}) == []
 
 
 def test_a_spec_without_a_wandb_logger_is_a_clear_error(tmp_path: Path) -> None:

@@ -53,7 +53,8 @@ def parameter_values(parameter: dict[str, Any]) -> list[Any]:
 
 
 def check_sweep_spec(path: str | Path, searchpath: Sequence[str] = ()) -> int:
-    """Raise ConfigError on the first problem of the spec at ``path``; return how many configs were composed.
+    """Raise ConfigError on the first problem of the spec at ``path``; return how many configs were composed
+    (the base, then points that together set every parameter to every value: see ``sweep_points``).
 
     ``searchpath`` adds ``hydra.searchpath`` entries (``file://...``, ``pkg://...``) as on the command line.
     """
@@ -79,18 +80,27 @@ def check_sweep_spec(path: str | Path, searchpath: Sequence[str] = ()) -> int:
         raise ConfigError(f"{path}: each wandb run is one run; add hydra.mode=RUN to the command")
     if not has_wandb_logger(base):
         raise ConfigError(f"{path}: add logger=wandb to the command, or the sweep never sees its metric")
-    composed = 1
+    values = {}
     for name, parameter in spec.get("parameters", {}).items():
         if not set(parameter) <= PARAMETER_KEYS:
             raise ConfigError(
                 f"{path}: parameter {name} has keys {sorted(parameter)}; allowed {PARAMETER_KEYS}"
             )
-        for value in parameter_values(parameter):
+        values[name] = parameter_values(parameter)
+        for value in values[name]:
             if not isinstance(value, SCALAR):
                 raise ConfigError(f"{path}: {name} takes {value!r}; only scalars and config-group options")
-            cfg = compose_train([*fixed, f"{name}={value}"])
-            composed += 1
+    for point in sweep_points(values):
+        cfg = compose_train([*fixed, *(f"{name}={value}" for name, value in point.items())])
+        for name, value in point.items():
             reached = cfg.hydra.runtime.choices.get(name) if "/" in name else OmegaConf.select(cfg, name)
             if reached != value:
                 raise ConfigError(f"{path}: {name}={value} did not reach the config (got {reached!r})")
-    return composed
+    return 1 + max(map(len, values.values()), default=0)
+
+
+def sweep_points(values: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    """Points of a sweep that together take every value of every parameter: point i sets each parameter
+    to its i-th value (cycling the shorter lists), as many points as the longest list has values."""
+    rounds = max(map(len, values.values()), default=0)
+    return [{name: options[i % len(options)] for name, options in values.items()} for i in range(rounds)]
