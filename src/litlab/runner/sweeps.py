@@ -80,7 +80,7 @@ def check_sweep_spec(path: str | Path, searchpath: Sequence[str] = ()) -> int:
         raise ConfigError(f"{path}: each wandb run is one run; add hydra.mode=RUN to the command")
     if not has_wandb_logger(base):
         raise ConfigError(f"{path}: add logger=wandb to the command, or the sweep never sees its metric")
-    values = {}
+    values: dict[str, list[Any]] = {}
     for name, parameter in spec.get("parameters", {}).items():
         if not set(parameter) <= PARAMETER_KEYS:
             raise ConfigError(
@@ -90,13 +90,14 @@ def check_sweep_spec(path: str | Path, searchpath: Sequence[str] = ()) -> int:
         for value in values[name]:
             if not isinstance(value, SCALAR):
                 raise ConfigError(f"{path}: {name} takes {value!r}; only scalars and config-group options")
-    for point in sweep_points(values):
+    points = sweep_points(values)
+    for point in points:
         cfg = compose_train([*fixed, *(f"{name}={value}" for name, value in point.items())])
         for name, value in point.items():
             reached = cfg.hydra.runtime.choices.get(name) if "/" in name else OmegaConf.select(cfg, name)
             if reached != value:
                 raise ConfigError(f"{path}: {name}={value} did not reach the config (got {reached!r})")
-    return 1 + max(map(len, values.values()), default=0)
+    return 1 + len(points)
 
 
 def sweep_points(values: dict[str, list[Any]]) -> list[dict[str, Any]]:
