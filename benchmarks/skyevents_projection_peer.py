@@ -40,34 +40,26 @@ def ours(scene: Scene, camera: Camera) -> tuple[torch.Tensor, ...]:
 
 
 def theirs(scene: Scene, camera: Camera) -> tuple[torch.Tensor, ...]:
-    """gsplat's torch reference of the same quantities (means in its half-integer pixel convention)."""
+    """gsplat's torch reference of the same quantities (means in its half-integer pixel convention), then
+    its radii (zero for the Gaussians it drops)."""
     from gsplat.cuda import _torch_impl
 
     covariances, _ = _torch_impl._quat_scale_to_covar_preci(
         scene["quaternions"], scene["log_scales"].exp(), compute_preci=False
     )
     viewmat, intrinsics = gsplat_view(camera)
-    _, means, depths, conics, _ = _torch_impl._fully_fused_projection(
+    radii, means, depths, conics, _ = _torch_impl._fully_fused_projection(
         scene["means"], covariances, viewmat[None], intrinsics[None], camera.width, camera.height
     )
     directions = torch.nn.functional.normalize(scene["means"] - camera.centre, dim=-1)
     colours = (_torch_impl._spherical_harmonics(1, directions, scene["sh"]) + 0.5).clamp_min(0.0)
-    return means[0], conics[0], depths[0], colours
+    return means[0], conics[0], depths[0], colours, radii[0]
 
 
 def agreement(scene: Scene, camera: Camera) -> dict[str, float]:
     """Largest absolute differences on the Gaussians both sides keep (gsplat drops off-screen ones)."""
-    from gsplat.cuda import _torch_impl
-
     with torch.no_grad():
-        mine, peer = ours(scene, camera), theirs(scene, camera)
-        covariances, _ = _torch_impl._quat_scale_to_covar_preci(
-            scene["quaternions"], scene["log_scales"].exp(), compute_preci=False
-        )
-        viewmat, intrinsics = gsplat_view(camera)
-        radii = _torch_impl._fully_fused_projection(
-            scene["means"], covariances, viewmat[None], intrinsics[None], camera.width, camera.height
-        )[0][0]
+        mine, (*peer, radii) = ours(scene, camera), theirs(scene, camera)
     kept = (radii > 0).all(-1)
     names = ("means_px", "conics", "depths", "colours")
     row = {
