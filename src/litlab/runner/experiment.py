@@ -183,12 +183,18 @@ def last_checkpoint_path(trainer: L.Trainer) -> str:
     return next((path for path in paths if path), "")
 
 
+def logged_config(cfg: DictConfig) -> dict[str, Any]:
+    """The resolved config as loggers record it (without Hydra's own node)."""
+    hparams = OmegaConf.to_container(cfg, resolve=True)
+    hparams.pop("hydra", None)
+    return hparams
+
+
 def log_hyperparameters(cfg: DictConfig, trainer: L.Trainer, model: L.LightningModule) -> None:
     """Log the resolved config once, with the model's parameter count."""
     if not trainer.loggers:
         return
-    hparams = OmegaConf.to_container(cfg, resolve=True)
-    hparams.pop("hydra", None)
+    hparams = logged_config(cfg)
     hparams["model/params_total"] = sum(p.numel() for p in model.parameters())
     hparams["model/params_trainable"] = sum(p.numel() for p in model.parameters() if p.requires_grad)
     for logger in trainer.loggers:

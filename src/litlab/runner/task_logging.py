@@ -12,8 +12,9 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
+from litlab.runner.experiment import logged_config
 from litlab.runner.instantiate import instantiate_loggers
 
 if TYPE_CHECKING:
@@ -29,8 +30,7 @@ def send_results(cfg: DictConfig, folder: Path) -> None:
 
     results = json.loads((folder / "results.json").read_text())
     metrics = {k: float(v) for k, v in results["metrics"].items() if math.isfinite(float(v))}
-    hparams = OmegaConf.to_container(cfg, resolve=True)
-    hparams.pop("hydra", None)
+    hparams = logged_config(cfg)
     plots = {Path(plot).stem: folder / plot for plot in results["plots"]}
     for logger in loggers:
         logger.log_hyperparams(hparams)
