@@ -69,6 +69,14 @@ def compose_config(tmp_path: Path) -> Callable[..., DictConfig]:
     GlobalHydra.instance().clear()
 
 
+def task_run_config(compose_config: Callable[..., DictConfig], task: str, *overrides: str) -> DictConfig:
+    """litlab-run's config with ``task`` (a dotted path to a task callable) in place of a configured task."""
+    cfg = compose_config("run", ["task=kan/ntk", *overrides])
+    with open_dict(cfg):
+        cfg.task = {"_target_": task, "_partial_": True}
+    return cfg
+
+
 def run_cli(
     args: list[str], cwd: Path, timeout: int = 300, env: dict | None = None
 ) -> subprocess.CompletedProcess:

@@ -9,13 +9,13 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pytest
 import wandb
-from omegaconf import open_dict
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from litlab.core.results import TaskOutput
 from litlab.run import run_task
 from litlab.task import TaskContext
 from litlab.train import train
+from tests.conftest import task_run_config
 
 
 def small_study(ctx: TaskContext) -> TaskOutput:
@@ -66,9 +66,8 @@ def test_a_training_run_logs_its_metrics_and_plots_to_wandb_and_tensorboard(
 def test_a_task_logs_its_metrics_tables_and_plots_to_wandb_and_tensorboard(
     compose_config, wandb_summaries: list[dict]
 ) -> None:
-    cfg = compose_config("run", ["task=kan/ntk", "logger=many", "optimized_metric=ours/error"])
-    with open_dict(cfg):
-        cfg.task = {"_target_": f"{__name__}.small_study", "_partial_": True}
+    overrides = ["logger=many", "optimized_metric=ours/error"]
+    cfg = task_run_config(compose_config, f"{__name__}.small_study", *overrides)
     assert run_task(cfg) == 0.25
     folder = Path(cfg.paths.output_dir)
     assert wandb_summaries and wandb_summaries[0]["ours/error"] == 0.25, "a sweep reads its metric there"
@@ -81,9 +80,7 @@ def test_a_task_logs_its_metrics_tables_and_plots_to_wandb_and_tensorboard(
 
 
 def test_without_a_logger_a_task_writes_only_its_run_folder(compose_config) -> None:
-    cfg = compose_config("run", ["task=kan/ntk"])
-    with open_dict(cfg):
-        cfg.task = {"_target_": f"{__name__}.small_study", "_partial_": True}
+    cfg = task_run_config(compose_config, f"{__name__}.small_study")
     run_task(cfg)
     folder = Path(cfg.paths.output_dir)
     assert (folder / "results.json").is_file() and (folder / "plots" / "curve.png").is_file()

@@ -8,12 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 from hydra.utils import get_method
-from omegaconf import open_dict
 
 from litlab.core.results import TaskOutput
 from litlab.run import run_task
 from litlab.task import TaskContext
-from tests.conftest import task_names
+from tests.conftest import task_names, task_run_config
 
 
 @pytest.mark.parametrize("name", task_names())
@@ -32,9 +31,7 @@ def report_threads(ctx: TaskContext) -> TaskOutput:
 def test_a_task_thread_default_yields_to_extras_torch_threads(
     overrides: list[str], expected: int, compose_config
 ) -> None:
-    cfg = compose_config("run", ["task=kan/ntk", *overrides])
-    with open_dict(cfg):
-        cfg.task = {"_target_": f"{__name__}.report_threads", "_partial_": True}
+    cfg = task_run_config(compose_config, f"{__name__}.report_threads", *overrides)
     before = torch.get_num_threads()
     try:
         run_task(cfg)
