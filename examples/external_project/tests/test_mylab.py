@@ -20,7 +20,8 @@ def test_both_experiments_compose_with_my_model_and_data() -> None:
 
 
 def test_sweep_spec_composes_with_every_value() -> None:
-    assert check_sweep_spec(CONFIGS / "sweep" / "mylab" / "width.yaml") == 1 + 6
+    # the base, then two points: each parameter's list has two values, and point i sets every one to its i-th
+    assert check_sweep_spec(CONFIGS / "sweep" / "mylab" / "width.yaml") == 1 + 2
 
 
 def test_a_short_run_learns_the_sine(tmp_path: Path) -> None:
