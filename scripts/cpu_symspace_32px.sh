@@ -6,17 +6,19 @@
 # one thread each (on 2 cores, 1.25x the throughput of one case on two threads). Seed-major: every case gets
 # seed 0 before any gets seed 1, so a whole one-seed table comes first. When all cases finish, the collect task
 # publishes one table with the paper beside ours to results/symspace/sprite_claim_32px/.
-#   bash scripts/cpu_symspace_32px.sh        (about 30 hours of a 2-core machine at the defaults)
+#   bash scripts/cpu_symspace_32px.sh        (about 50 hours of a 2-core machine at the defaults, less where
+#                                            early stopping ends fits)
 # Run it again to go on where it stopped: finished fits are read back, the fit under way continues from its
 # last validation, and a larger STEPS continues the fits that reached the old one. Where it stands:
 #   python -m litlab.methods.symspace.claim_status
-# Env: STEPS (default 12000), CASES (split:case, default all six), SEEDS (phases, default "[0] [0,1] [0,1,2]"),
-# STREAMS (default 2), EXTRA (more overrides, e.g. to shrink it for a test), PYTHON, LITLAB_ROOT (where
+# Env: STEPS (default 20000, the paper-scale cap: 12000 stopped most flow-matching fits still improving),
+# CASES (split:case, default all six), SEEDS (phases, default "[0] [0,1] [0,1,2]"), STREAMS (default 2),
+# EXTRA (more overrides, e.g. to shrink it for a test), PYTHON, LITLAB_ROOT (where
 # outputs/ and results/ go, default the checkout).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python}
-STEPS=${STEPS:-12000}
+STEPS=${STEPS:-20000}
 STREAMS=${STREAMS:-2}
 EXTRA=${EXTRA:-}
 read -ra cases <<<"${CASES:-r2r:0 r2r:1 r2e:0 r2e:1 r2r:2 r2e:2}"

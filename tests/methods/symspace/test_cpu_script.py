@@ -40,7 +40,7 @@ def test_the_cpu_script_by_default_runs_all_six_cases_seed_major_then_collects_t
     done = run_script("cpu_symspace_32px.sh", unset=OPTIONAL, PYTHON=str(stub), LITLAB_ROOT=str(tmp_path))
     assert done.returncode == 0, done.stderr[-2000:]
     *runs, collect = calls.read_text().splitlines()
-    assert len(runs) == 6 * 3 and all("task.max_steps=12000" in run and "resume=auto" in run for run in runs)
+    assert len(runs) == 6 * 3 and all("task.max_steps=20000" in run and "resume=auto" in run for run in runs)
     seeds_per_case: dict[str, list[str]] = {}
     for run in runs:
         args = dict(arg.split("=", 1) for arg in run.split()[2:])
