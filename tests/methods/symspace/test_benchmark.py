@@ -182,6 +182,17 @@ class _Killed(Exception):
     """Stands for the process being killed."""
 
 
+def _killed_when_scoring_cartanfm(real_score: Callable) -> Callable:
+    """``benchmark.score`` that stands for the study being killed when a CartanFM fit is scored."""
+
+    def killed(module, *args):
+        if isinstance(module, CartanFM):
+            raise _Killed
+        return real_score(module, *args)
+
+    return killed
+
+
 def test_a_fit_killed_before_it_was_saved_continues_from_its_checkpoint(
     compose_config, tmp_path: Path, monkeypatch
 ) -> None:
@@ -189,13 +200,7 @@ def test_a_fit_killed_before_it_was_saved_continues_from_its_checkpoint(
     task = _tiny_sprite_claim(compose_config, "task.splits=[r2r]")
     clean = task(TaskContext.local(tmp_path / "clean"))["tables"]["runs"]
     real_score = benchmark.score
-
-    def killed_while_scoring_cartanfm(module, *args):
-        if isinstance(module, CartanFM):
-            raise _Killed
-        return real_score(module, *args)
-
-    monkeypatch.setattr(benchmark, "score", killed_while_scoring_cartanfm)
+    monkeypatch.setattr(benchmark, "score", _killed_when_scoring_cartanfm(real_score))
     with pytest.raises(_Killed):
         task(TaskContext.local(tmp_path / "killed"))
     fits = tmp_path / "killed" / "fits" / "r2r_case0"
@@ -265,7 +270,7 @@ def test_early_stopping_does_not_end_a_fit_before_min_steps() -> None:
     assert result.steps == 6 and result.stopped_early
 
 
-def test_the_status_of_a_study_names_each_fit_saved_capped_or_started(
+def test_the_status_of_a_study_names_each_fit_saved_capped_continuing_or_started(
     compose_config, tmp_path: Path, monkeypatch
 ) -> None:
     monkeypatch.setenv("LITLAB_CACHE", str(tmp_path / "cache"))
@@ -277,5 +282,13 @@ def test_the_status_of_a_study_names_each_fit_saved_capped_or_started(
     cartanfm = runs.set_index("model").loc["cartanfm"]
     assert status.loc["cartanfm", "heldout_bce"] == cartanfm["heldout_bce"]
     assert status.loc["vae", "step"] == 6 and math.isnan(status.loc["vae", "heldout_bce"])
+
+    monkeypatch.setattr(benchmark, "score", _killed_when_scoring_cartanfm(benchmark.score))
+    with pytest.raises(_Killed):  # a larger budget continues the capped CartanFM, killed before it is saved
+        longer = _tiny_sprite_claim(compose_config, *patient, "task.max_steps=10")
+        longer(TaskContext.local(tmp_path / "run"))
+    continuing = study_status([tmp_path]).set_index("model").loc["cartanfm"]
+    assert continuing["state"] == "continuing" and continuing["step"] == 10
+    assert math.isnan(continuing["heldout_bce"])  # the saved score is of the capped weights, not these
     with pytest.raises(FileNotFoundError, match="no sprite-claim fits under"):
         study_status([tmp_path / "elsewhere"])

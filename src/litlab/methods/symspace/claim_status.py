@@ -1,6 +1,6 @@
 """Where a sprite-claim study stands, read from its run folders without touching them: every fit that is
-saved (its steps, kept step and held-out BCE) and every fit started but not saved (its step and best
-validation so far; it continues when the study is run again).
+saved (its steps, kept step and held-out BCE) and every fit started, or continued past its old cap, but not
+saved (its step and best validation so far; it continues when the study is run again).
 
 Run:  python -m litlab.methods.symspace.claim_status [folder ...]
       (default: outputs/task/symspace/sprite_claim_32px, whose case folders the 32x32 CPU study writes;
@@ -21,24 +21,36 @@ DEFAULT = Path("outputs/task/symspace/sprite_claim_32px")
 
 def fit_states(fits_dir: Path) -> list[dict]:
     """One row per fit in a case's ``fits/<split>_case<n>/`` folder: saved (``done``, or ``capped`` where it
-    reached max_steps and kept its state, so a larger max_steps continues it) or ``started`` (not saved yet:
-    training now, or continuing when the study runs again)."""
+    reached max_steps and kept its state, so a larger max_steps continues it), ``continuing`` (capped, then
+    trained past that cap and not saved again yet) or ``started`` (not saved yet: training now, or continuing
+    when the study runs again). Unsaved fits show their checkpoint's step and best validation."""
     rows = []
     for marker in sorted(fits_dir.glob("*_seed*.json")):
         if marker.name.endswith(".val.json"):  # a validation curve, not a fit
             continue
         row = json.loads(marker.read_text())
-        state = "capped" if marker.with_suffix(".ckpt").is_file() else "done"
+        checkpoint = marker.with_suffix(".ckpt")
+        loop = _loop(checkpoint) if checkpoint.is_file() else None
+        if loop is not None and loop["step"] > row["steps"]:
+            rows.append(_unsaved_row(fits_dir, marker.stem, "continuing", loop))
+            continue
+        state = "capped" if loop is not None else "done"
         saved = (row["steps"], row["kept_step"], row.get("id_bce"), row.get("heldout_bce"))
         rows.append(_row(fits_dir, marker.stem, state, *saved))
     for checkpoint in sorted(fits_dir.glob("*_seed*.ckpt")):
-        if checkpoint.with_suffix(".json").is_file():
-            continue
-        loop = torch.load(checkpoint, map_location="cpu", weights_only=True)["loop"]
-        rows.append(
-            _row(fits_dir, checkpoint.stem, "started", loop["step"], loop["best_step"], loop["best_value"])
-        )
+        if not checkpoint.with_suffix(".json").is_file():
+            rows.append(_unsaved_row(fits_dir, checkpoint.stem, "started", _loop(checkpoint)))
     return rows
+
+
+def _loop(checkpoint: Path) -> dict:
+    """The training-loop state (step, best_step, best_value, ...) saved in a fit's checkpoint."""
+    return torch.load(checkpoint, map_location="cpu", weights_only=True)["loop"]
+
+
+def _unsaved_row(fits_dir: Path, stem: str, state: str, loop: dict) -> dict:
+    """A status row of a fit known from its checkpoint only: step and best validation, no held-out score."""
+    return _row(fits_dir, stem, state, loop["step"], loop["best_step"], loop["best_value"])
 
 
 def _row(
@@ -86,7 +98,8 @@ def main() -> None:
         parser.exit(1, f"claim_status: {error}\n")
     print(status.round(2).to_string(index=False, na_rep="-"))
     counts = status["state"].value_counts()
-    print(", ".join(f"{counts.get(state, 0)} {state}" for state in ("done", "capped", "started")))
+    states = ("done", "capped", "continuing", "started")
+    print(", ".join(f"{counts.get(state, 0)} {state}" for state in states))
 
 
 if __name__ == "__main__":
