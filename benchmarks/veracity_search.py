@@ -43,7 +43,7 @@ def main() -> None:
     width = short["slots"].shape[1]
     candidates = all_assignments(width, width)[None].expand(args.chains, -1, -1)
     batched, t_batched = timed(lambda: assignment_scores(lm, short, candidates))
-    few = 4  # the loop is slow: time it on the first chains' assignments and scale per assignment
+    few = min(4, args.chains)  # the loop is slow: time it on the first chains' assignments, per assignment
     sub = {k: v[:few] for k, v in short.items()}
 
     def loop() -> torch.Tensor:
