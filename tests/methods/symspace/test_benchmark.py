@@ -283,9 +283,9 @@ def test_the_status_of_a_study_names_each_fit_saved_capped_continuing_or_started
     assert status.loc["cartanfm", "heldout_bce"] == cartanfm["heldout_bce"]
     assert status.loc["vae", "step"] == 6 and math.isnan(status.loc["vae", "heldout_bce"])
 
+    longer = _tiny_sprite_claim(compose_config, *patient, "task.max_steps=10")
     monkeypatch.setattr(benchmark, "score", _killed_when_scoring_cartanfm(benchmark.score))
     with pytest.raises(_Killed):  # a larger budget continues the capped CartanFM, killed before it is saved
-        longer = _tiny_sprite_claim(compose_config, *patient, "task.max_steps=10")
         longer(TaskContext.local(tmp_path / "run"))
     continuing = study_status([tmp_path]).set_index("model").loc["cartanfm"]
     assert continuing["state"] == "continuing" and continuing["step"] == 10
