@@ -12,8 +12,9 @@ runs (its peak memory is recorded); greedy's time there is extrapolated from N =
 cost. Extrapolated numbers are marked ``estimated``. Wall time and process CPU time are both recorded: on
 a shared machine CPU time is the steadier of the two.
 
-Run:  python benchmarks/datamask_speed.py [--quick]
-Writes benchmarks/results/datamask_speed.json (``--quick``: N = 10⁴ and 10⁵ only, datamask_speed_quick.json).
+Run:  python benchmarks/datamask_speed.py [--quick | --smoke]
+Writes benchmarks/results/datamask_speed.json (``--quick``: N = 10⁴ and 10⁵ only, datamask_speed_quick.json;
+``--smoke``: N = 10³ only, datamask_speed_smoke.json).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from _smoke import SMOKE_HELP, suffix
 
 from litlab.core.machine import machine_info
 from litlab.datamodules.selection import mixture_pool
@@ -97,10 +99,11 @@ def run_size(n: int, greedy: bool) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="N = 10^4 and 10^5 only")
+    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    rows = [run_size(10_000, True), run_size(100_000, True)]
-    if not args.quick:
+    rows = [run_size(n, True) for n in ([1_000] if args.smoke else [10_000, 100_000])]
+    if not (args.quick or args.smoke):
         rows.append(run_size(1_000_000, False))
         ref = rows[1]["greedy"]
         rows[2]["greedy_estimated"] = {key: ref[key] * 100.0 for key in ("wall_s", "cpu_s")}
@@ -134,7 +137,7 @@ def main() -> None:
         "summary": summary,
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / ("datamask_speed_quick.json" if args.quick else "datamask_speed.json")
+    path = RESULTS / f"datamask_speed{suffix(args)}.json"
     path.write_text(json.dumps(out, indent=2) + "\n")
     for key, value in summary.items():
         print(key, json.dumps(value))

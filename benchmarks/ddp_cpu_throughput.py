@@ -7,8 +7,9 @@ parallelism instead of data parallelism). A callback (this file's ``StepTimer``,
 PYTHONPATH) times the steps after warm-up on rank 0, wall clock. The contenders take turns in every
 repeat so machine load hits them alike; throughput is global samples per second from the median.
 
-Run:  python benchmarks/ddp_cpu_throughput.py [--quick]
-Writes benchmarks/results/ddp_cpu_throughput.json (``--quick``: ddp_cpu_throughput_quick.json).
+Run:  python benchmarks/ddp_cpu_throughput.py [--quick | --smoke]
+Writes benchmarks/results/ddp_cpu_throughput.json (``--quick``: ddp_cpu_throughput_quick.json; ``--smoke``:
+3 epochs of 2 steps, no 2-thread contender, ddp_cpu_throughput_smoke.json).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pathlib import Path
 
 import lightning as L
 import torch
+from _smoke import SMOKE_HELP, suffix
 
 from litlab.core.machine import cpu_model
 
@@ -69,12 +71,13 @@ class StepTimer(L.Callback):
             self.path.write_text(json.dumps({"ms_per_step": ms, "world_size": trainer.world_size}))
 
 
-def run(contender: list[str], epochs: int, warmup: int) -> dict:
-    """One litlab-train run in a fresh folder; rank 0's timing."""
+def run(contender: list[str], epochs: int, warmup: int, extra: tuple[str, ...] = ()) -> dict:
+    """One litlab-train run in a fresh folder (``extra``: more overrides); rank 0's timing."""
     with tempfile.TemporaryDirectory() as folder:
         timing = Path(folder) / "timing.json"
         args = [
             *WORKLOAD,
+            *extra,
             *contender,
             f"trainer.max_epochs={epochs}",
             f"trainer.check_val_every_n_epoch={epochs + 1}",
@@ -96,14 +99,16 @@ def run(contender: list[str], epochs: int, warmup: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer steps and one repeat")
+    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     args = parser.parse_args()
-    epochs, warmup, repeats = (15, 3, 1) if args.quick else (45, 5, 3)
+    epochs, warmup, repeats = (3, 1, 1) if args.smoke else (15, 3, 1) if args.quick else (45, 5, 3)
+    contenders = dict(list(CONTENDERS.items())[:2]) if args.smoke else CONTENDERS  # 1 process, DDP
     load_before = os.getloadavg()[0]
-    times: dict[str, list[float]] = {name: [] for name in CONTENDERS}
+    times: dict[str, list[float]] = {name: [] for name in contenders}
     world: dict[str, int] = {}
     for _ in range(repeats):
-        for name, contender in CONTENDERS.items():
-            result = run(contender, epochs, warmup)
+        for name, contender in contenders.items():
+            result = run(contender, epochs, warmup, ("data.steps_per_epoch=2",) if args.smoke else ())
             times[name].append(result["ms_per_step"])
             world[name] = result["world_size"]
     medians = {name: statistics.median(values) for name, values in times.items()}
@@ -124,13 +129,13 @@ def main() -> None:
         "clock": "wall, rank 0",
         "contenders": {
             name: {
-                "overrides": CONTENDERS[name],
+                "overrides": contenders[name],
                 "world_size": world[name],
                 "ms_per_step": {"median": medians[name], "all": times[name]},
                 "samples_per_s": throughput[name],
                 "speedup_vs_1_process_1_thread": throughput[name] / single,
             }
-            for name in CONTENDERS
+            for name in contenders
         },
     }
     for name, row in payload["contenders"].items():
@@ -140,7 +145,7 @@ def main() -> None:
             flush=True,
         )
     RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / f"ddp_cpu_throughput{'_quick' if args.quick else ''}.json"
+    out = RESULTS / f"ddp_cpu_throughput{suffix(args)}.json"
     out.write_text(json.dumps(payload, indent=2) + "\n")
     print(f"wrote {out}")
 

@@ -4,8 +4,8 @@ backbone, zoo and training length. Each timed sampler's mean accuracy is recorde
 compared at equal quality. Targets: 100 networks in ≤ 5 s; DDPM time / flow time ≥ 10 at equal accuracy.
 Accuracy claims (ablations, baselines, seeds) live in results/deepweightflow/study/, not here.
 
-Run:  python benchmarks/deepweightflow_generation.py [--steps 3000] [--threads 1]
-Writes benchmarks/results/deepweightflow_generation.json.
+Run:  python benchmarks/deepweightflow_generation.py [--steps 3000] [--threads 1] [--smoke]
+Writes benchmarks/results/deepweightflow_generation[_smoke].json.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import torch
+from _smoke import SMOKE_HELP, suffix
 
 from litlab.core.machine import machine_info
 from litlab.methods.deepweightflow.canonical import align_zoo
@@ -30,14 +31,16 @@ MLP = {"name": "mlp", "sizes": [64, 32, 10]}
 EQUAL_ACCURACY = 0.005  # a flow sampler counts as "equal quality" within half a point of the DDPM's mean
 
 
-def zoo_throughput() -> list[dict]:
-    """Networks per minute of the vmapped zoo trainer for each architecture (digits)."""
+def zoo_throughput(smoke: bool) -> list[dict]:
+    """Networks per minute of the vmapped zoo trainer for each architecture (digits); two networks for
+    one epoch each under ``smoke``."""
     rows = []
     for arch, n, epochs, batch, lr in (
         (MLP, 200, 20, 128, 1e-2),
         ({"name": "cnn", "channels": 8}, 40, 8, 64, 1e-2),
         ({"name": "vit", "dim": 32, "depth": 2, "heads": 2}, 20, 4, 64, 3e-3),
     ):
+        n, epochs = (2, 1) if smoke else (n, epochs)
         start = time.perf_counter()
         zoo = train_zoo(arch, "digits", n, epochs, batch, lr)
         seconds = time.perf_counter() - start
@@ -65,16 +68,20 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3000)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--n", type=int, default=100)
+    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     args = parser.parse_args()
+    if args.smoke:
+        args.steps, args.n = 5, 4
+    zoo_size, zoo_epochs, n_train = (8, 1, 4) if args.smoke else (200, 20, 100)
     torch.set_num_threads(args.threads)
     load_before = os.getloadavg()[0]
-    throughput = zoo_throughput()
-    zoo = align_zoo(train_zoo(MLP, "digits", 200, 20, 128, 1e-2))
+    throughput = zoo_throughput(args.smoke)
+    zoo = align_zoo(train_zoo(MLP, "digits", zoo_size, zoo_epochs, 128, 1e-2))
     generators: dict[str, WeightGenerator] = {}
     fit_seconds = {}
     for kind in ("flow", "ddpm"):
         start = time.perf_counter()
-        generators[kind] = fit_generator(kind, zoo, 100, args.steps)
+        generators[kind] = fit_generator(kind, zoo, n_train, args.steps)
         fit_seconds[kind] = time.perf_counter() - start
     flow, ddpm = generators["flow"], generators["ddpm"]
     rows = []
@@ -89,7 +96,7 @@ def main() -> None:
     result = {
         "benchmark": "DeepWeightFlow generation speed against a 1000-step DDPM, and zoo throughput",
         "settings": {"threads": args.threads, "train_steps": args.steps, "networks": args.n, "hidden": 256,
-                     "zoo": "200 MLPs 64-32-10 on digits, re-based, first 100 train",
+                     "zoo": f"{zoo_size} MLPs 64-32-10 on digits, re-based, first {n_train} train",
                      "equal_accuracy_tolerance": EQUAL_ACCURACY},  # fmt: skip
         "machine": machine_info(),
         "load_average": {"before": load_before, "after": os.getloadavg()[0]},
@@ -104,7 +111,7 @@ def main() -> None:
         "zoo_throughput": throughput,
     }  # fmt: skip
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "deepweightflow_generation.json").write_text(json.dumps(result, indent=1))
+    (RESULTS / f"deepweightflow_generation{suffix(args)}.json").write_text(json.dumps(result, indent=1))
     print(json.dumps({k: v for k, v in result.items() if k not in ("samplers", "zoo_throughput")}, indent=1))
 
 

@@ -10,8 +10,9 @@
    ours: 5-fold CV over the grid plus the full fit).
 
 Times are medians over ``--repeats`` runs on one thread. Run:
-    python benchmarks/dre_aggregation_speed.py [--quick]
-Writes benchmarks/results/dre_aggregation_speed.json (``--quick``: dre_aggregation_speed_quick.json).
+    python benchmarks/dre_aggregation_speed.py [--quick | --smoke]
+Writes benchmarks/results/dre_aggregation_speed.json (``--quick``: dre_aggregation_speed_quick.json;
+``--smoke``: n = 200, dre_aggregation_speed_smoke.json).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from _smoke import SMOKE_HELP, suffix
 
 from litlab.core.machine import machine_info
 from litlab.datamodules.density_ratio import GaussianMixturePair
@@ -141,11 +143,12 @@ def against_densratio(n: int, repeats: int, dim: int = 5, n_centres: int = 100) 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="n = 1000 only, one repeat")
+    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    repeats = 1 if args.quick else args.repeats
-    sizes = [1000] if args.quick else [1000, 4000]
+    repeats = 1 if args.quick or args.smoke else args.repeats
+    sizes = [200] if args.smoke else [1000] if args.quick else [1000, 4000]
     load_before = os.getloadavg()[0]
     result = {
         "machine": machine_info(),
@@ -161,7 +164,7 @@ def main() -> None:
     except ModuleNotFoundError:
         result["against_densratio"] = "densratio is not installed (pip install 'litlab[dre]')"
     result["load_average_1min"] = {"before": load_before, "after": os.getloadavg()[0]}
-    name = "dre_aggregation_speed_quick.json" if args.quick else "dre_aggregation_speed.json"
+    name = f"dre_aggregation_speed{suffix(args)}.json"
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / name).write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))

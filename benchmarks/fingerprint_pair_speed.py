@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _smoke import SMOKE_HELP, suffix
+
 RESULTS = Path(__file__).resolve().parent / "results"
 CHILD = """
 import json, sys, time, torch
@@ -76,12 +78,14 @@ def measure(method: str, first: Path, second: Path, threads: int) -> dict[str, f
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="a d=256, 4-layer model (seconds)")
+    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
     from litlab.core.machine import machine_info
 
     shape = (256, 4, 4, 688, 8000) if args.quick else (768, 12, 12, 2048, 32000)
+    shape = (64, 2, 2, 128, 1000) if args.smoke else shape
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
         first, second, n_params = build_pair(Path(tmp), *shape)
@@ -105,7 +109,7 @@ def main() -> None:
         "machine": machine_info(),
     }
     RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"fingerprint_pair_speed{'_quick' if args.quick else ''}.json"
+    path = RESULTS / f"fingerprint_pair_speed{suffix(args)}.json"
     path.write_text(json.dumps(result, indent=2) + "\n")
     keys = ("model", "seconds_per_pair", "cpu_seconds_per_pair", "peak_rss_mib", "scores", "load_average")
     print(json.dumps({k: result[k] for k in keys}, indent=2))

@@ -13,8 +13,8 @@ Both sides get the same seeded model (the experiment's 4 × d128 LLaMA, BPE 1024
 Time is the process's CPU time (other jobs on a shared machine hardly move it) on one thread; contenders
 take turns in every repeat and ratios are of the medians.
 
-Run:  python benchmarks/lm_throughput.py [--quick]
-Writes benchmarks/results/lm_throughput[_quick].json.
+Run:  python benchmarks/lm_throughput.py [--quick | --smoke]
+Writes benchmarks/results/lm_throughput[_quick|_smoke].json.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from pathlib import Path
 
 import lightning as L
 import torch
+from _smoke import SMOKE_HELP, suffix
 
 from litlab.core.machine import machine_info, skip_gpu_probe_on_cpu_machines
 from litlab.datamodules.text import TextDataModule
@@ -120,11 +121,11 @@ def sampling(model: torch.nn.Module, prompts: torch.Tensor, new: int) -> dict[st
     return {"litlab": ours, "transformers": theirs}
 
 
-def diffusion(model: torch.nn.Module, prompts: torch.Tensor, mask_id: int) -> dict[str, float]:
-    """CPU seconds of LLaDA's sampler (32 tokens, 32 steps) without and with prompt caching."""
+def diffusion(model: torch.nn.Module, prompts: torch.Tensor, mask_id: int, new: int) -> dict[str, float]:
+    """CPU seconds of LLaDA's sampler (``new`` tokens in ``new`` steps) without and with prompt caching."""
     return {
         f"prompt_cache_{cached}": _timed(
-            lambda cached=cached: diffusion_generate(model, prompts, 32, 32, mask_id, prompt_cache=cached)
+            lambda cached=cached: diffusion_generate(model, prompts, new, new, mask_id, prompt_cache=cached)
         )
         for cached in (False, True)
     }
@@ -133,10 +134,12 @@ def diffusion(model: torch.nn.Module, prompts: torch.Tensor, mask_id: int) -> di
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer steps and repeats")
+    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     args = parser.parse_args()
     torch.set_num_threads(1)
     skip_gpu_probe_on_cpu_machines()
-    steps, warmup, repeats = (40, 10, 2) if args.quick else (120, 20, 5)
+    steps, warmup, repeats = (3, 1, 1) if args.smoke else (40, 10, 2) if args.quick else (120, 20, 5)
+    new_tokens, diffusion_tokens = (4, 4) if args.smoke else (64, 32)
     data = TextDataModule("tinyshakespeare", vocab_size=1024, block_size=128, batch_size=16, seed=0)
     data.prepare_data()
     data.setup("fit")
@@ -156,9 +159,9 @@ def main() -> None:
     sample_times = {"litlab": [], "transformers": []}
     with torch.no_grad():
         for _ in range(repeats):
-            for key, value in sampling(causal, prompts, 64).items():
+            for key, value in sampling(causal, prompts, new_tokens).items():
                 sample_times[key].append(value)
-    sample_tps = {k: 16 * 64 / statistics.median(v) for k, v in sample_times.items()}
+    sample_tps = {k: 16 * new_tokens / statistics.median(v) for k, v in sample_times.items()}
 
     mask_id = tokenizer.mask_token_id
     masked = build_lm(
@@ -167,7 +170,7 @@ def main() -> None:
     long_prompts = data.datasets[1].blocks["input_ids"][:4].reshape(2, 256)
     diffusion_times = {"prompt_cache_False": [], "prompt_cache_True": []}
     for _ in range(repeats):
-        for key, value in diffusion(masked, long_prompts, mask_id).items():
+        for key, value in diffusion(masked, long_prompts, mask_id, diffusion_tokens).items():
             diffusion_times[key].append(value)
     diffusion_median = {k: statistics.median(v) for k, v in diffusion_times.items()}
 
@@ -194,7 +197,7 @@ def main() -> None:
         },
         "sample": {
             "prompts": 16,
-            "new_tokens": 64,
+            "new_tokens": new_tokens,
             "seconds": sample_times,
             "tokens_per_second": sample_tps,
             "ratio_litlab_to_transformers": sample_tps["litlab"] / sample_tps["transformers"],
@@ -202,8 +205,8 @@ def main() -> None:
         "diffusion": {
             "prompts": 2,
             "prompt_tokens": 256,
-            "new_tokens": 32,
-            "steps": 32,
+            "new_tokens": diffusion_tokens,
+            "steps": diffusion_tokens,
             "seconds": diffusion_times,
             "speedup_of_prompt_cache": diffusion_median["prompt_cache_False"]
             / diffusion_median["prompt_cache_True"],
@@ -215,7 +218,7 @@ def main() -> None:
         and result["sample"]["ratio_litlab_to_transformers"] >= TARGET
     )
     RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"lm_throughput{'_quick' if args.quick else ''}.json"
+    path = RESULTS / f"lm_throughput{suffix(args)}.json"
     path.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps({k: result[k] for k in ("train", "sample", "diffusion")}, indent=2, default=str))
     print(f"wrote {path}; within target: {result['meets_target']}")

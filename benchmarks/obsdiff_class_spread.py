@@ -7,7 +7,8 @@ samples so one sample is a small step. Run it once per cache folder (clear or po
 elsewhere between runs to get an independently retrained model); each run adds an entry under ``--tag``.
 
 Run:  LITLAB_CACHE=/tmp/obsdiff_b python benchmarks/obsdiff_class_spread.py --tag model_b
-Writes benchmarks/results/obsdiff_class_spread.json.
+Writes benchmarks/results/obsdiff_class_spread.json (``--smoke``: a one-block DiT trained for 5 steps, one
+seed and sparsity, 2 DDIM steps, obsdiff_class_spread_smoke.json).
 """
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ import time
 from pathlib import Path
 
 import torch
+from _smoke import SMOKE_HELP, suffix
 
 from litlab.core.machine import machine_info
 from litlab.methods.obsdiff.study import run_arms
 from litlab.task import TaskContext
 
-RESULTS = Path(__file__).resolve().parent / "results" / "obsdiff_class_spread.json"
+RESULTS = Path(__file__).resolve().parent / "results"
+SMOKE_DIT = {"train_steps": 5, "num_layers": 1}
 ARMS = {
     "obs_diff": {"method": "obs", "timestep_weighting": "log_decrease", "groups": 4},
     "wanda": {"method": "wanda", "groups": 4},
@@ -39,7 +42,10 @@ def main() -> None:
     parser.add_argument("--sparsities", type=float, nargs="+", default=[0.5, 0.6])
     parser.add_argument("--n-calibration", type=int, default=8)
     parser.add_argument("--eval-samples", type=int, default=256)
+    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     args = parser.parse_args()
+    if args.smoke:
+        args.seeds, args.sparsities, args.n_calibration, args.eval_samples = [10], [0.5], 2, 8
     torch.set_num_threads(1)
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as folder:
@@ -49,10 +55,10 @@ def main() -> None:
             args.seeds,
             args.sparsities,
             n_calibration=args.n_calibration,
-            steps=20,
+            steps=2 if args.smoke else 20,
             guidance=2.0,
             eval_samples=args.eval_samples,
-            dit=None,
+            dit=SMOKE_DIT if args.smoke else None,
         )
     columns = ["sparsity", "arm", "seed", "image_mse", "class_acc", "class_agree"]
     entry = {
@@ -61,14 +67,13 @@ def main() -> None:
         "dense": {k: extra["dense_metrics"][k] for k in ("class_acc", "class_agree")},
         "runs": runs[columns].to_dict("records"),
     }
-    stored = (
-        json.loads(RESULTS.read_text()) if RESULTS.exists() else {"machine": machine_info(), "models": {}}
-    )
+    path = RESULTS / f"obsdiff_class_spread{suffix(args)}.json"
+    stored = json.loads(path.read_text()) if path.exists() else {"machine": machine_info(), "models": {}}
     stored["models"][args.tag] = entry
-    RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps(stored, indent=2))
+    RESULTS.mkdir(exist_ok=True)
+    path.write_text(json.dumps(stored, indent=2))
     print(runs.groupby(["sparsity", "arm"])[["image_mse", "class_acc", "class_agree"]].mean())
-    print(f"dense {entry['dense']}; {entry['seconds']:.0f} s; wrote {RESULTS}")
+    print(f"dense {entry['dense']}; {entry['seconds']:.0f} s; wrote {path}")
 
 
 if __name__ == "__main__":

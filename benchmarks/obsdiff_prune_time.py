@@ -6,8 +6,9 @@ steps, CFG 2) plus the solver; magnitude needs no calibration. Models are untrai
 weights of the task's architecture (time does not depend on what the weights learned). Each timing is the
 median of ``--repeats`` runs at one thread.
 
-Run:  python benchmarks/obsdiff_prune_time.py [--quick]
-Writes benchmarks/results/obsdiff_prune_time.json (``--quick``: obsdiff_prune_time_quick.json).
+Run:  python benchmarks/obsdiff_prune_time.py [--quick | --smoke]
+Writes benchmarks/results/obsdiff_prune_time.json (``--quick``: obsdiff_prune_time_quick.json; ``--smoke``:
+one layer, 2 labels x 2 steps, obsdiff_prune_time_smoke.json).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import time
 from pathlib import Path
 
 import torch
+from _smoke import SMOKE_HELP, suffix
 
 from litlab.core.machine import machine_info
 from litlab.methods.obsdiff.dit import build_dit
@@ -39,14 +41,16 @@ def random_dit(num_layers: int) -> torch.nn.Module:
     return model.eval()
 
 
-def prune_seconds(model: torch.nn.Module, method: str, n_calibration: int, repeats: int) -> float:
-    """Median seconds of one 50 % prune of a copy of ``model``."""
+def prune_seconds(
+    model: torch.nn.Module, method: str, n_calibration: int, repeats: int, steps: int = STEPS
+) -> float:
+    """Median seconds of one 50 % prune of a copy of ``model`` (``steps`` DDIM steps per calibration)."""
     times = []
     for _ in range(repeats):
         copied = copy.deepcopy(model)
-        calibrate = calibrator(copied, n_calibration, 0, STEPS, GUIDANCE)
+        calibrate = calibrator(copied, n_calibration, 0, steps, GUIDANCE)
         start = time.perf_counter()
-        prune_model(copied, calibrate, STEPS, PruneSpec(method=method, sparsity=0.5, groups=4))
+        prune_model(copied, calibrate, steps, PruneSpec(method=method, sparsity=0.5, groups=4))
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 
@@ -54,17 +58,20 @@ def prune_seconds(model: torch.nn.Module, method: str, n_calibration: int, repea
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer sizes and repeats")
+    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    repeats = 1 if args.quick else 3
-    calibrations = [8, 16] if args.quick else [8, 16, 32, 64]
-    layers = [2] if args.quick else [2, 4, 8]
+    small = args.quick or args.smoke
+    repeats = 1 if small else 3
+    calibrations = [2] if args.smoke else [8, 16] if args.quick else [8, 16, 32, 64]
+    layers = [1] if args.smoke else [2] if args.quick else [2, 4, 8]
+    steps = 2 if args.smoke else STEPS
     rows = []
     for num_layers in layers:
         model = random_dit(num_layers)
-        for n in calibrations if num_layers == 4 or args.quick else [32]:
+        for n in calibrations if num_layers == 4 or small else [32]:
             for method in ("obs", "wanda", "magnitude"):
-                seconds = prune_seconds(model, method, n, repeats)
+                seconds = prune_seconds(model, method, n, repeats, steps)
                 rows.append(
                     {"num_layers": num_layers, "n_calibration": n, "method": method, "seconds": seconds}
                 )
@@ -72,12 +79,12 @@ def main() -> None:
     out = {
         "machine": machine_info(),
         "threads": 1,
-        "steps": STEPS,
+        "steps": steps,
         "guidance": GUIDANCE,
         "prune": rows,
     }
     RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"obsdiff_prune_time{'_quick' if args.quick else ''}.json"
+    path = RESULTS / f"obsdiff_prune_time{suffix(args)}.json"
     path.write_text(json.dumps(out, indent=2))
     print(f"wrote {path}")
 

@@ -7,8 +7,8 @@ Models are the task's architecture (4 blocks, 4 heads of 16, FFN 256) with rando
 timed in turn within each repeat so that load changes hit them alike. FLOPs: torch's FLOP counter on one
 guided ε̂ call on one image.
 
-Run:  python benchmarks/obsdiff_structured_speed.py
-Writes benchmarks/results/obsdiff_structured_speed.json.
+Run:  python benchmarks/obsdiff_structured_speed.py [--smoke]
+Writes benchmarks/results/obsdiff_structured_speed[_smoke].json (``--smoke``: 2 labels x 2 steps, 1 repeat).
 """
 
 from __future__ import annotations
@@ -21,13 +21,14 @@ import time
 from pathlib import Path
 
 import torch
+from _smoke import SMOKE_HELP, suffix
 
 from litlab.core.machine import machine_info
 from litlab.methods.obsdiff.dit import build_dit, eps_flops, predict_eps
 from litlab.methods.obsdiff.pipeline import calibrator
 from litlab.methods.obsdiff.prune import PruneSpec, prune_model
 
-RESULT = Path(__file__).resolve().parent / "results" / "obsdiff_structured_speed.json"
+RESULTS = Path(__file__).resolve().parent / "results"
 STEPS, GUIDANCE, BATCH = 20, 2.0, 64
 VARIANTS = {
     "obs_structured_30pct_ffn": PruneSpec("obs_structured", 0.3, structure="ffn"),
@@ -63,12 +64,15 @@ def forward_ms(models: dict[str, torch.nn.Module], repeats: int) -> dict[str, fl
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     args = parser.parse_args()
     torch.set_num_threads(1)
+    labels, steps = (2, 2) if args.smoke else (16, STEPS)
+    args.repeats = 1 if args.smoke else args.repeats
     models = {"dense": random_dit()}
     for name, spec in VARIANTS.items():
         models[name] = copy.deepcopy(models["dense"])
-        prune_model(models[name], calibrator(models[name], 16, 0, STEPS, GUIDANCE), STEPS, spec)
+        prune_model(models[name], calibrator(models[name], labels, 0, steps, GUIDANCE), steps, spec)
     milliseconds = forward_ms(models, args.repeats)
     rows = {}
     for name, model in models.items():
@@ -80,9 +84,10 @@ def main() -> None:
         rows[name]["speedup"] = milliseconds["dense"] / milliseconds[name]
         rows[name]["flops_ratio"] = rows[name]["flops_per_eps"] / rows["dense"]["flops_per_eps"]
     out = {"machine": machine_info(), "threads": 1, "batch": BATCH, "repeats": args.repeats, "models": rows}
-    RESULT.parent.mkdir(exist_ok=True)
-    RESULT.write_text(json.dumps(out, indent=2))
-    print(json.dumps(rows, indent=2), f"\nwrote {RESULT}")
+    path = RESULTS / f"obsdiff_structured_speed{suffix(args)}.json"
+    RESULTS.mkdir(exist_ok=True)
+    path.write_text(json.dumps(out, indent=2))
+    print(json.dumps(rows, indent=2), f"\nwrote {path}")
 
 
 if __name__ == "__main__":

@@ -144,6 +144,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS / "skyevents_gpu.json")
     args = parser.parse_args()
     device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("skyevents_gpu: no CUDA GPU here; --device cpu times the same renderer on the CPU")
     scene = {
         name: value.to(device).requires_grad_()
         for name, value in synthetic_gaussians(camera_of(48, 64, torch.device("cpu")), args.gaussians).items()

@@ -7,8 +7,9 @@ view (the issue's target: ≤ 20 ms), then ``--steps`` RGB-only training steps o
 with glibc keeping freed memory (``litlab.core.machine.keep_freed_memory``, what litlab-train and
 litlab-run set by default). CPU (process) time, one thread.
 
-Run:  python benchmarks/skyevents_renderers.py [--steps 60] [--spacing 2.5]
-Writes benchmarks/results/skyevents_renderers.json.
+Run:  python benchmarks/skyevents_renderers.py [--steps 60] [--spacing 2.5] [--smoke]
+Writes benchmarks/results/skyevents_renderers[_smoke].json (``--smoke``: one step, Gaussians every 10 m,
+1k in view).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from _smoke import SMOKE_HELP, suffix
 
 from litlab.core.machine import keep_freed_memory, machine_info
 from litlab.datamodules.events import FlightConfig, load_sequence
@@ -77,7 +79,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--spacing", type=float, default=2.5)
+    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     args = parser.parse_args()
+    if args.smoke:
+        args.steps, args.spacing = 1, 10.0
+    n_view = 1_000 if args.smoke else 20_000
     torch.set_num_threads(1)
     os.environ.setdefault("WANDB_MODE", "disabled")
     sequence = load_sequence(FlightConfig(seed=5, condition="normal", duration=0.4, time_offset=0.007))
@@ -99,7 +105,7 @@ def main() -> None:
     results["gaussians_view"]["count"] = len(scenes["gaussians"].scene.gaussians)
     nadir = nadir_rotation(torch.tensor(0.0))
     camera = Camera(nadir, torch.tensor([0, 0, 40.0]), k.fx, k.fy, k.cx, k.cy, k.width, k.height)
-    scene = {name: value.requires_grad_() for name, value in synthetic_gaussians(camera, 20_000).items()}
+    scene = {name: value.requires_grad_() for name, value in synthetic_gaussians(camera, n_view).items()}
 
     def draw_20k() -> torch.Tensor:
         return render(**scene, camera=camera)[0]
@@ -121,7 +127,7 @@ def main() -> None:
         results["gaussians_20k_view_freed_memory_kept"] = view_times(draw_20k, list(scene.values()))
     results["load_average_at_end"] = list(os.getloadavg())
     RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / "skyevents_renderers.json"
+    out = RESULTS / f"skyevents_renderers{suffix(args)}.json"
     out.write_text(json.dumps(results, indent=2) + "\n")
     print(
         json.dumps(results["gaussians_20k_view"]),

@@ -10,8 +10,9 @@ CPU time (the latter hardly moves with the machine's load). The gather kernel ru
 Decoding: a random 2-layer d = 64 masked-diffusion LLaMA, a 4k prompt, 128 tokens in 16 steps (s = 0.2,
 ρ = 0.3, b = 128): the whole sampler.
 
-Run:  python benchmarks/sparsed_attention_speed.py [--quick]
-Writes benchmarks/results/sparsed_attention_speed.json (``--quick``: 4k only, ..._quick.json).
+Run:  python benchmarks/sparsed_attention_speed.py [--quick | --smoke]
+Writes benchmarks/results/sparsed_attention_speed.json (``--quick``: 4k only, ..._quick.json; ``--smoke``: 1k
+and a 256-token prompt, ..._smoke.json).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from _smoke import SMOKE_HELP, suffix
 from torch.nn import functional as F
 
 from litlab.core.machine import machine_info
@@ -117,11 +119,12 @@ def decoding_row(prompt_length: int, repeats: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="4k only, one repeat")
+    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    lengths = [4096] if args.quick else [4096, 8192, 16384]
-    repeats = 1 if args.quick else args.repeats
+    lengths = [1024] if args.smoke else [4096] if args.quick else [4096, 8192, 16384]
+    repeats = 1 if args.quick or args.smoke else args.repeats
     kernels = [kernel_row(length, 0.3, 128, repeats) for length in lengths]
     for row in kernels:
         print(
@@ -129,7 +132,7 @@ def main() -> None:
             f"{row['times']['sparsed_gather']['cpu_s']:.3f} s CPU, speed-up {row['speedup_cpu']:.2f}x "
             f"(wall {row['speedup_wall']:.2f}x), density {row['density']:.3f}"
         )
-    decoding = decoding_row(1024 if args.quick else 4096, repeats)
+    decoding = decoding_row(256 if args.smoke else 1024 if args.quick else 4096, repeats)
     print(f"decoding {decoding['prompt_length']}+128: speed-up {decoding['speedup_cpu']:.2f}x CPU")
     last = kernels[-1]
     result = {
@@ -146,7 +149,7 @@ def main() -> None:
             "met": bool(last["length"] == 16384 and last["speedup_cpu"] >= TARGET_SPEEDUP_16K),
         },
     }
-    name = "sparsed_attention_speed_quick.json" if args.quick else "sparsed_attention_speed.json"
+    name = f"sparsed_attention_speed{suffix(args)}.json"
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / name).write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {RESULTS / name}")

@@ -70,6 +70,10 @@ def main() -> None:
     parser.add_argument("--lengths", type=int, nargs="+", default=[16384, 32768, 65536])
     parser.add_argument("--out", type=Path, default=RESULTS / "sparsed_gpu_speed.json")
     args = parser.parse_args()
+    if not torch.cuda.is_available():
+        raise SystemExit(
+            "sparsed_gpu_speed needs a CUDA GPU; on a CPU run benchmarks/sparsed_attention_speed.py"
+        )
     errors = correctness()
     print("max abs error vs dense:", errors)
     rows: list[dict] = []

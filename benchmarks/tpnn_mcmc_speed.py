@@ -5,7 +5,9 @@ fixed-order model's unit of work, as an iteration is the sampler's), and EBM's f
 ``interpret`` is installed. The chain is warmed up (K grows to its working size) before timing.
 Both wall and process CPU seconds are recorded, with the load average (the machine is shared).
 
-    python benchmarks/tpnn_mcmc_speed.py [--quick]
+    python benchmarks/tpnn_mcmc_speed.py [--quick | --smoke]
+
+Writes benchmarks/results/tpnn_mcmc_speed[_quick|_smoke].json (``--smoke``: n = 100, a few iterations).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from importlib.util import find_spec
 from pathlib import Path
 
 import torch
+from _smoke import SMOKE_HELP, suffix
 
 from litlab.core.machine import machine_info
 from litlab.datamodules.tabular import load_tabular
@@ -25,7 +28,7 @@ from litlab.methods.tpnn.anova import ANOVATPNN
 from litlab.methods.tpnn.baselines import fit_ebm
 from litlab.methods.tpnn.estimator import BayesianTPNN, TPNNConfig
 
-OUT = Path(__file__).parent / "results" / "tpnn_mcmc_speed.json"
+RESULTS = Path(__file__).parent / "results"
 
 
 def timed(fn) -> tuple[float, float]:
@@ -76,24 +79,27 @@ def anova_speed(n: int, p: int, epochs: int) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="two sizes only")
+    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    sizes = (
-        [(250, 10), (1000, 10)] if args.quick else [(250, 10), (1000, 10), (2000, 10), (1000, 20), (1000, 50)]
-    )
+    sizes = [(250, 10), (1000, 10), (2000, 10), (1000, 20), (1000, 50)]
+    sizes = [(100, 10)] if args.smoke else sizes[:2] if args.quick else sizes
+    warmup, iterations, ebm_samples = (10, 5, 200) if args.smoke else (100, 50, 1000)
+    ebm_settings = {"interactions": 0, "outer_bags": 1} if args.smoke else {}
     rows = []
     for n, p in sizes:
-        row = {"n": n, "p": p, **chain_speed(n, p, warmup=100, iterations=50)}
-        row.update({f"anova2_{k}": v for k, v in anova_speed(n, p, epochs=3 if p > 20 else 10).items()})
+        row = {"n": n, "p": p, **chain_speed(n, p, warmup=warmup, iterations=iterations)}
+        epochs = 2 if args.smoke else 3 if p > 20 else 10
+        row.update({f"anova2_{k}": v for k, v in anova_speed(n, p, epochs=epochs).items()})
         rows.append(row)
         print(row, flush=True)
     ebm = None
     if find_spec("interpret") is not None:
-        splits = load_tabular("planted3", n_samples=1000, n_features=10, seed=0)
+        splits = load_tabular("planted3", n_samples=ebm_samples, n_features=10, seed=0)
         ebm = {
             "n": len(splits.y_train),
             "p": 10,
-            "fit_s": fit_ebm(splits.x_train, splits.y_train, splits.x_test).seconds,
+            "fit_s": fit_ebm(splits.x_train, splits.y_train, splits.x_test, **ebm_settings).seconds,
         }
         print("ebm", ebm)
     payload = {
@@ -104,9 +110,10 @@ def main() -> None:
         "rows": rows,
         "ebm": ebm,
     }
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(payload, indent=2) + "\n")
-    print(f"wrote {OUT}")
+    path = RESULTS / f"tpnn_mcmc_speed{suffix(args)}.json"
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=2) + "\n")
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

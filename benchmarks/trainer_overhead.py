@@ -16,8 +16,8 @@ are of the medians. ``--device cuda`` times the same on a GPU with wall-clock ti
 smaller plan without the terminal variant, meant to finish in under a minute on an H200); ``--device auto``
 picks cuda when it is available. Targets: litlab / hand <= 1.10 at the default size, <= 1.03 at the paper's.
 
-Run:  python benchmarks/trainer_overhead.py [--quick] [--device cpu|cuda|auto]
-Writes benchmarks/results/trainer_overhead[_quick][_cuda].json.
+Run:  python benchmarks/trainer_overhead.py [--quick | --smoke] [--device cpu|cuda|auto]
+Writes benchmarks/results/trainer_overhead[_quick|_cuda|_smoke].json.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from pathlib import Path
 
 import lightning as L
 import torch
+from _smoke import SMOKE_HELP, suffix
 from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
@@ -204,6 +205,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer steps and repeats")
     parser.add_argument("--device", choices=["cpu", "cuda", "auto"], default="cpu")
+    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
     args = parser.parse_args()
     cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
     device = "cuda" if cuda else "cpu"
@@ -212,14 +214,16 @@ def main() -> None:
     skip_gpu_probe_on_cpu_machines()  # as litlab-train does, so that no contender pays torch's NVML probe
     if cuda:
         torch.set_float32_matmul_precision("high")  # litlab's default (extras.matmul_precision), for all
-    if cuda:
+    if args.smoke:
+        plan = {"default": (5, 1), "paper": (5, 1)}
+    elif cuda:
         plan = {"default": (200, 3), "paper": (200, 2)}
     elif args.quick:
         plan = {"default": (200, 3), "paper": (50, 2)}
     else:
         plan = {"default": (600, 7), "paper": (150, 5)}
     device_overrides = ["trainer=gpu"] if cuda else []
-    warmup = 20
+    warmup = 2 if args.smoke else 20
     variants = {"batch_job": VARIANTS["batch_job"]} if cuda else VARIANTS  # nobody watches a GPU job's bar
     load_before = os.getloadavg()[0]
     rows = []
@@ -272,8 +276,7 @@ def main() -> None:
         "rows": rows,
     }
     RESULTS.mkdir(exist_ok=True)
-    suffix = "_cuda" if cuda else ("_quick" if args.quick else "")
-    out = RESULTS / f"trainer_overhead{suffix}.json"
+    out = RESULTS / f"trainer_overhead{'_smoke' if args.smoke else '_cuda' if cuda else suffix(args)}.json"
     out.write_text(json.dumps(payload, indent=2) + "\n")
     print(f"wrote {out}")
 
