@@ -68,7 +68,8 @@ class StepTimer(L.Callback):
         if trainer.is_global_zero:
             steps = trainer.global_step - self.first_step
             ms = 1000 * (time.perf_counter() - self.start) / steps
-            self.path.write_text(json.dumps({"ms_per_step": ms, "world_size": trainer.world_size}))
+            timing = {"ms_per_step": ms, "steps": steps, "world_size": trainer.world_size}
+            self.path.write_text(json.dumps(timing))
 
 
 def run(contender: list[str], epochs: int, warmup: int, extra: tuple[str, ...] = ()) -> dict:
@@ -110,7 +111,7 @@ def main() -> None:
         for name, contender in contenders.items():
             result = run(contender, epochs, warmup, ("data.steps_per_epoch=2",) if args.smoke else ())
             times[name].append(result["ms_per_step"])
-            world[name] = result["world_size"]
+            world[name], steps_timed = result["world_size"], result["steps"]
     medians = {name: statistics.median(values) for name, values in times.items()}
     throughput = {name: GLOBAL_BATCH / (ms / 1000) for name, ms in medians.items()}
     single = throughput["1_process_1_thread"]
@@ -124,7 +125,8 @@ def main() -> None:
         "load_average_before_after": [load_before, os.getloadavg()[0]],
         "workload": WORKLOAD,
         "global_batch": GLOBAL_BATCH,
-        "steps_timed": epochs - warmup,
+        "epochs_timed": epochs - warmup,
+        "steps_timed": steps_timed,
         "repeats": repeats,
         "clock": "wall, rank 0",
         "contenders": {
