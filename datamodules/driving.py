@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
+from litlab.core.cache import write_npz_atomic
 from litlab.core.errors import LitlabError
 from litlab.core.paths import cache_dir
 from litlab.datamodules.base import GlobalBatchDataModule, TensorBatchDataset, batch_loader
@@ -98,9 +99,7 @@ def load_or_collect(
         path = cache_dir("driving") / f"expert_{dataset_key(scenes, episodes, seed, horizon, stride)}.npz"
         if not path.is_file():
             data = collect_expert_dataset(scenes, episodes, seed, horizon, stride)
-            tmp = path.with_suffix(".tmp.npz")
-            np.savez_compressed(tmp, **data)
-            tmp.replace(path)
+            write_npz_atomic(path, data)
     with np.load(path) as f:
         return {k: f[k] for k in ("obs", "plan", "episode")}
 

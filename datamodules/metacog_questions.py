@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from litlab.core.cache import write_text_atomic
 from litlab.core.errors import ConfigError
 from litlab.core.paths import cache_dir, key_digest
 from litlab.datamodules.text import TextDataModule
@@ -93,9 +94,7 @@ def qa_corpus_file(n: int, seed: int, max_digits: int = 4, root: str | None = No
     path = folder / f"questions-{key_digest(key)}.jsonl"
     if not path.exists():
         lines = [json.dumps({"text": qa_document(q), **q}) for q in make_questions(n, seed, max_digits)]
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text("\n".join(lines) + "\n")
-        tmp.replace(path)
+        write_text_atomic(path, "\n".join(lines) + "\n")
     return path
 
 

@@ -50,6 +50,7 @@ from torch import nn
 from torch.utils.data import Dataset
 
 from litlab.core import paths
+from litlab.core.cache import write_npz_atomic
 from litlab.datamodules.base import RegressionDataModule, TensorBatchDataset
 
 Sampling = Literal["grid", "random"]
@@ -218,11 +219,7 @@ def cached_arrays(
         except (OSError, ValueError, zipfile.BadZipFile):
             path.unlink(missing_ok=True)  # a corrupt cache entry is recomputed
     arrays = compute()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    with tmp.open("wb") as handle:
-        np.savez(handle, **arrays)
-    os.replace(tmp, path)
+    write_npz_atomic(path, arrays, compressed=False)
     return arrays
 
 

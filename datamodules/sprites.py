@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, TensorDataset, default_collate
 
+from litlab.core.cache import write_npz_atomic
 from litlab.core.errors import LitlabError
 from litlab.core.paths import cache_dir, find_data
 from litlab.datamodules.base import GlobalBatchDataModule
@@ -116,9 +117,7 @@ def procedural_sprites(grid: SpriteGrid) -> tuple[np.ndarray, np.ndarray]:
             return stored["images"], stored["factors"]
     factors = factor_grid(grid.sizes)
     images = render_sprites(factors, grid)
-    tmp = path.with_suffix(".tmp.npz")
-    np.savez_compressed(tmp, images=images, factors=factors)
-    tmp.replace(path)
+    write_npz_atomic(path, {"images": images, "factors": factors})
     return images, factors
 
 

@@ -26,7 +26,6 @@ import math
 import mmap
 import os
 import random
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -37,6 +36,7 @@ from tokenizers import pre_tokenizers
 from torch.utils.data import DataLoader, Dataset, IterableDataset, Sampler, get_worker_info
 from transformers import PreTrainedTokenizerBase
 
+from litlab.core.cache import write_atomic
 from litlab.core.errors import ConfigError, LitlabError
 from litlab.core.paths import DATA_ROOT_ENV, data_root_candidates
 from litlab.datamodules.base import GlobalBatchDataModule, batch_collate, batch_loader
@@ -536,11 +536,12 @@ def cached_documents(kind: str, n: int, seed: int, cache_dir: str | os.PathLike 
     path = root / "text" / f"{kind}-n{n}-s{seed}-v{PROCEDURAL_FORMAT}.jsonl"
     if not path.is_file():
         documents = procedural_documents(kind, n, seed)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.writelines(json.dumps({"text": d}) + "\n" for d in documents)
-        os.replace(tmp, path)
+
+        def write(tmp: str) -> None:
+            with open(tmp, "w", encoding="utf-8") as handle:
+                handle.writelines(json.dumps({"text": d}) + "\n" for d in documents)
+
+        write_atomic(path, write)
     with path.open(encoding="utf-8") as handle:
         return [json.loads(line)["text"] for line in handle]
 

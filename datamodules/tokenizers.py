@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import weakref
 from collections.abc import Sequence
 from functools import lru_cache
@@ -22,6 +21,7 @@ import torch
 from tokenizers import Encoding, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
+from litlab.core.cache import write_atomic
 from litlab.core.errors import LitlabError
 
 EOS_TOKEN = "<|endoftext|>"
@@ -101,14 +101,7 @@ def cached_bpe(
     """
     path = tokenizer_cache_path(texts, vocab_size, cache_dir)
     if not path.is_file():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        os.close(fd)
-        try:
-            train_bpe(texts, vocab_size).save(tmp)
-            os.replace(tmp, path)
-        finally:
-            Path(tmp).unlink(missing_ok=True)
+        write_atomic(path, train_bpe(texts, vocab_size).save)
     return wrap_tokenizer(Tokenizer.from_file(str(path)))
 
 

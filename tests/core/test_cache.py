@@ -6,6 +6,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from safetensors.torch import save_file
@@ -63,3 +64,33 @@ def test_a_shipped_entry_with_a_foreign_key_is_not_trusted(shipped: Path, tmp_pa
     save_file({"w": torch.zeros(4)}, entry, metadata={"litlab_key": "another"})
     again = cache.cached_tensors("family", "model", "1", {"seed": 0}, _counting_build(built))
     assert len(built) == 2 and torch.equal(again["w"], torch.arange(4.0)), "a foreign entry was used"
+
+
+def test_two_writers_of_one_entry_never_share_a_temporary_file(tmp_path: Path) -> None:
+    """Two runs side by side building the same cache entry (the 32x32 sprite script's two streams): the
+    second finishes while the first is still writing, and both renames succeed onto a whole file."""
+    path = tmp_path / "cache" / "sprites.npz"
+    arrays = {"images": np.arange(12, dtype=np.uint8).reshape(3, 4)}
+
+    def first(tmp: str) -> None:
+        with open(tmp, "wb") as handle:
+            cache.write_npz_atomic(path, arrays)  # the other run, start to end, while this one writes
+            np.savez_compressed(handle, **arrays)
+
+    cache.write_atomic(path, first)
+    with np.load(path) as stored:
+        assert np.array_equal(stored["images"], arrays["images"])
+    assert [p.name for p in path.parent.iterdir()] == ["sprites.npz"], "a temporary file was left behind"
+
+
+def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary_one(tmp_path: Path) -> None:
+    path = tmp_path / "entry.json"
+    cache.write_text_atomic(path, "old")
+
+    def fail(tmp: str) -> None:
+        Path(tmp).write_text("half")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        cache.write_atomic(path, fail)
+    assert path.read_text() == "old" and list(tmp_path.iterdir()) == [path]

@@ -45,7 +45,7 @@ def cached_tensors(
             return stored
     tensors = {k: v if isinstance(v, torch.Tensor) else torch.as_tensor(v) for k, v in build().items()}
     tensors = {k: v.contiguous() for k, v in tensors.items()}
-    _atomic(path, lambda tmp: save_file(tensors, tmp, metadata={"litlab_key": _key_text(full_key)}))
+    write_atomic(path, lambda tmp: save_file(tensors, tmp, metadata={"litlab_key": _key_text(full_key)}))
     return tensors
 
 
@@ -88,12 +88,27 @@ def _key_text(key: Mapping[str, Any]) -> str:
 
 def write_text_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` whole or not at all (a killed process leaves the old file or none)."""
+    write_atomic(path, lambda tmp: Path(tmp).write_text(text))
+
+
+def write_npz_atomic(path: Path, arrays: Mapping[str, Any], compressed: bool = True) -> None:
+    """Save ``arrays`` as one ``.npz`` file at ``path`` whole or not at all (see :func:`write_atomic`)."""
+    import numpy as np
+
+    def save(tmp: str) -> None:
+        with open(tmp, "wb") as handle:  # a handle: given a name, numpy would append ".npz" to it
+            (np.savez_compressed if compressed else np.savez)(handle, **arrays)
+
+    write_atomic(path, save)
+
+
+def write_atomic(path: Path, write: Callable[[str], None]) -> None:
+    """Call ``write(tmp)`` on a temporary file of its own in ``path``'s folder, then rename it over ``path``.
+
+    A killed process leaves the old file or none, and concurrent writers of the same cache entry (two runs
+    side by side) never share a temporary name: the last rename wins, and every reader sees a whole file.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    _atomic(path, lambda tmp: Path(tmp).write_text(text))
-
-
-def _atomic(path: Path, write: Callable[[str], None]) -> None:
-    """Write through a temporary file in the same folder and rename it over ``path``."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:

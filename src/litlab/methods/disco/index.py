@@ -25,13 +25,13 @@ import hashlib
 import json
 import math
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from litlab.core.cache import write_atomic
 from litlab.core.errors import ConfigError, LitlabError
 from litlab.datamodules.retrieval import offsets_from_lengths, ragged_rows
 from litlab.methods.disco.ivf import assign, faiss_available, resolve_backend, train_centroids
@@ -390,14 +390,7 @@ class DiscoIndex:
             "config": json.dumps(self.config, sort_keys=True),
             "sha256": checksum(tensors),
         }
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        os.close(fd)
-        try:
-            save_file(tensors, tmp, metadata=metadata)
-            os.replace(tmp, path)
-        finally:
-            Path(tmp).unlink(missing_ok=True)
+        write_atomic(path, lambda tmp: save_file(tensors, tmp, metadata=metadata))
         return path
 
     @classmethod

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from litlab.core.cache import write_text_atomic
 from litlab.core.paths import cache_dir, key_digest
 from litlab.datamodules.metacog_questions import EOS, LABELS, make_questions, qa_document
 from litlab.methods.metacog.games import DELEGATE, delegate_queries, load_prompts
@@ -104,9 +105,7 @@ def format_corpus_file(
     replies = np.where(rng.random(len(games)) < 0.5, DELEGATE, [g["answer"] for g in games])
     docs = [qa_document(q) for q in items] + [chat_document(g["messages"], r) for g, r in zip(games, replies)]
     order = rng.permutation(len(docs))
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("".join(json.dumps({"text": docs[i]}) + "\n" for i in order))
-    tmp.replace(path)
+    write_text_atomic(path, "".join(json.dumps({"text": docs[i]}) + "\n" for i in order))
     return path
 
 
