@@ -75,7 +75,7 @@ def test_benchmark_runs_at_its_smoke_size(name: str, tmp_path: Path) -> None:
         assert done.stderr.strip().splitlines()[-1].startswith(stop_line), done.stderr[-2000:]
         return
     assert done.returncode == 0, done.stderr[-3000:]
-    written = [path for path in tmp_path.rglob("*.json")]
+    written = list(tmp_path.rglob("*.json"))
     assert len(written) == 1, written
     result = json.loads(written[0].read_text())
     assert isinstance(result, dict) and result
