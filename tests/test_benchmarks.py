@@ -2,8 +2,8 @@
 
 Nothing imports the benchmark scripts, so a renamed function or a changed signature would break one
 silently until someone reran it for a paper. Each runs as a user runs it (``python benchmarks/<name>.py``),
-in a copy of the folder so that the committed results are never touched. The two that need what
-``make install`` does not give (a CUDA GPU; pykan, the ``bench`` extra) must stop with one clear line.
+in a copy of the folder so that the committed results are never touched. Where a machine lacks what one
+needs (a CUDA GPU; pykan, the ``bench`` extra, which ``dev`` includes), it must stop with one clear line.
 """
 
 from __future__ import annotations
