@@ -9,7 +9,9 @@
 #   bash scripts/cpu_symspace_32px.sh        (about 50 hours of a 2-core machine at the defaults, less where
 #                                            early stopping ends fits)
 # Run it again to go on where it stopped: finished fits are read back, the fit under way continues from its
-# last validation, and a larger STEPS continues the fits that reached the old one. Where it stands:
+# last validation, and a larger STEPS continues the fits that reached the old one. Finished fits are kept in
+# results/symspace/sprite_claim_32px_study/fits/ (commit them: a fresh clone then goes on from them; the
+# state of a fit under way, *.ckpt, stays on the machine). Where it stands:
 #   python -m litlab.methods.symspace.claim_status
 # Env: STEPS (default 20000, the paper-scale cap: 12000 stopped most flow-matching fits still improving),
 # CASES (split:case, default all six), SEEDS (phases, default "[0] [0,1] [0,1,2]"), STREAMS (default 2),
@@ -24,13 +26,15 @@ EXTRA=${EXTRA:-}
 read -ra cases <<<"${CASES:-r2r:0 r2r:1 r2e:0 r2e:1 r2r:2 r2e:2}"
 read -ra phases <<<"${SEEDS:-[0] [0,1] [0,1,2]}"
 runs=${LITLAB_ROOT:-$PWD}/outputs/task/symspace/sprite_claim_32px
+fits=${LITLAB_ROOT:-$PWD}/results/symspace/sprite_claim_32px_study/fits
 
 run_case() { # split case seeds
   # shellcheck disable=SC2086  # EXTRA is a list of overrides
   "$PY" -m litlab.run task=symspace/sprite_claim task_name=symspace/sprite_claim_32px \
     "task.splits=[$1]" "task.cases=[$2]" "task.seeds=$3" task.data.grid.image_size=32 \
     task.max_steps="$STEPS" task.early_stopping.every=400 task.early_stopping.patience=5 \
-    task.early_stopping.min_steps=4000 extras.torch_threads=1 run_id="$1_case$2" resume=auto $EXTRA
+    task.early_stopping.min_steps=4000 task.fits_dir="$fits" extras.torch_threads=1 run_id="$1_case$2" \
+    resume=auto $EXTRA
 }
 
 stream() { # the cases $1, $1 + STREAMS, ... through every phase; fails if any run failed

@@ -29,6 +29,9 @@ def test_the_cpu_script_runs_cases_side_by_side_and_publishes_one_table(tmp_path
     cases = tmp_path / "outputs" / "task" / "symspace" / "sprite_claim_32px"
     assert (cases / "r2r_case0" / "tables" / "runs.csv").is_file()
     assert (cases / "r2e_case0" / "tables" / "runs.csv").is_file()
+    kept = tmp_path / "results" / "symspace" / "sprite_claim_32px_study" / "fits"  # committed, outside runs
+    assert (kept / "r2r_case0" / "cartanfm_seed0.json").is_file()
+    assert not (cases / "r2r_case0" / "fits").exists()
     published = tmp_path / "results" / "symspace" / "sprite_claim_32px" / "tables"
     runs = pd.read_csv(published / "runs.csv")
     assert sorted(set(runs["split"])) == ["r2e", "r2r"]
@@ -41,6 +44,8 @@ def test_the_cpu_script_by_default_runs_all_six_cases_seed_major_then_collects_t
     assert done.returncode == 0, done.stderr[-2000:]
     *runs, collect = calls.read_text().splitlines()
     assert len(runs) == 6 * 3 and all("task.max_steps=20000" in run and "resume=auto" in run for run in runs)
+    kept = tmp_path / "results" / "symspace" / "sprite_claim_32px_study" / "fits"
+    assert all(f"task.fits_dir={kept} " in run for run in runs)
     seeds_per_case: dict[str, list[str]] = {}
     for run in runs:
         args = dict(arg.split("=", 1) for arg in run.split()[2:])

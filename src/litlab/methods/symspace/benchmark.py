@@ -345,14 +345,18 @@ def symspace_benchmark(
     classifier_epochs: int = 10,
     data: dict | None = None,
     early_stopping: Mapping[str, int] | None = None,
+    fits_dir: str | None = None,
 ) -> TaskOutput:
     """Tables ``runs`` (every fit), ``table`` (mean over seeds) and ``paper_vs_ours``, and held-out
     reconstruction grids, for every split × case. ``early_stopping`` ({every, patience, min_steps}): see
-    :class:`EarlyStopping`; without it every model trains ``max_steps`` steps.
+    :class:`EarlyStopping`; without it every model trains ``max_steps`` steps. ``fits_dir``: where each
+    case's finished fits are kept and read back (``<split>_case<n>/`` in it; default the run's ``fits/``);
+    the 32×32 CPU study keeps them under ``results/`` so that a fresh clone continues it.
 
     Returns ``<model>/heldout_bce`` averaged over splits, cases and seeds.
     """
     output_dir = Path(ctx.output_dir)
+    fits_root = Path(fits_dir).expanduser() if fits_dir else output_dir / "fits"
     stopping = EarlyStopping(**early_stopping) if early_stopping else None
     frames = []
     for split in splits:
@@ -365,7 +369,7 @@ def symspace_benchmark(
                 max_steps,
                 classifier_epochs,
                 stopping,
-                fits_dir=output_dir / "fits" / f"{split}_case{case}",
+                fits_dir=fits_root / f"{split}_case{case}",
             )
             frames.append(frame)
             originals, _ = split_tensors(datamodule, "test")

@@ -3,8 +3,8 @@ saved (its steps, kept step and held-out BCE) and every fit started, or continue
 saved (its step and best validation so far; it continues when the study is run again).
 
 Run:  python -m litlab.methods.symspace.claim_status [folder ...]
-      (default: outputs/task/symspace/sprite_claim_32px, whose case folders the 32x32 CPU study writes;
-      a folder is a run folder, or one holding run folders)
+      (default: results/symspace/sprite_claim_32px_study, where the 32x32 CPU study keeps its fits;
+      a folder is one holding a fits/ folder, such as a run folder, or one holding such folders)
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-DEFAULT = Path("outputs/task/symspace/sprite_claim_32px")
+DEFAULT = Path("results/symspace/sprite_claim_32px_study")
 
 
 def fit_states(fits_dir: Path) -> list[dict]:
