@@ -178,6 +178,26 @@ def test_collecting_runs_that_each_covered_some_cases_gives_the_tables_of_one_ru
         benchmark.collect_claim_runs(ctx)
 
 
+def test_fits_kept_in_a_fits_dir_go_on_across_runs_over_different_seeds_and_are_scored_alike(
+    compose_config, tmp_path: Path, monkeypatch
+) -> None:
+    """The 32x32 study keeps its fits outside the run folder and runs seed 1 before seed 0: its rows must
+    equal one run's over both seeds, the scoring classifier included."""
+    monkeypatch.setenv("LITLAB_CACHE", str(tmp_path / "cache"))
+    kept = tmp_path / "kept"
+    task = _tiny_sprite_claim(compose_config, "task.splits=[r2r]", f"task.fits_dir={kept}")
+    task(TaskContext.local(tmp_path / "first"), seeds=[1])
+    trained = []
+    real_fit = benchmark.fit
+    monkeypatch.setattr(benchmark, "fit", lambda *a: trained.append(a[1]) or real_fit(*a))
+    resumed = task(TaskContext.local(tmp_path / "fresh clone"), seeds=[0, 1])["tables"]["runs"]
+    assert len(trained) == 2 and not (tmp_path / "fresh clone" / "fits").exists()  # seed 0's two fits
+    monkeypatch.setattr(benchmark, "fit", real_fit)
+    whole = _tiny_sprite_claim(compose_config, "task.splits=[r2r]")
+    at_once = whole(TaskContext.local(tmp_path / "at once"), seeds=[0, 1])["tables"]["runs"]
+    pd.testing.assert_frame_equal(resumed, at_once)
+
+
 class _Killed(Exception):
     """Stands for the process being killed."""
 

@@ -35,6 +35,11 @@ from litlab.methods.symspace.module import CartanFM, ReconstructionModule, recon
 from litlab.task import TaskContext
 
 log = logging.getLogger("litlab")
+
+# One scoring classifier per case, whichever seeds a run covers: fits of one case saved by runs over
+# different seed lists (the 32x32 study's phases) are scored by the same classifier.
+CLASSIFIER_SEED = 0
+
 Curve = list[list[float]]  # [step, val/id_bce] at each validation of one fit
 ModuleFactory = Callable[..., ReconstructionModule]
 
@@ -198,7 +203,7 @@ def run_case(
     curves: dict[tuple[str, int], Curve] = {}
     classifier = None
     if classifier_epochs and not all(saved.values()):
-        classifier = full_grid_classifier(fitter, data, classifier_epochs, seeds[0])
+        classifier = full_grid_classifier(fitter, data, classifier_epochs, CLASSIFIER_SEED)
     rows, examples = [], {}
     if classifier_epochs:
         data_file = fits_dir / "data.json" if fits_dir else None
