@@ -198,6 +198,18 @@ def test_fits_kept_in_a_fits_dir_go_on_across_runs_over_different_seeds_and_are_
     pd.testing.assert_frame_equal(resumed, at_once)
 
 
+def test_fit_only_fits_the_models_named_and_names_the_choices_when_one_is_unknown(
+    compose_config, tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.setenv("LITLAB_CACHE", str(tmp_path / "cache"))
+    task = _tiny_sprite_claim(compose_config, "task.splits=[r2r]")
+    runs = task(TaskContext.local(tmp_path), fit_only=["vae"])["tables"]["runs"]
+    assert list(runs["model"]) == ["data", "vae"]
+    for wrong in (["vea"], []):
+        with pytest.raises(LitlabError, match=r"task.fit_only=.*: name some of vae, cartanfm"):
+            task(TaskContext.local(tmp_path), fit_only=wrong)
+
+
 class _Killed(Exception):
     """Stands for the process being killed."""
 

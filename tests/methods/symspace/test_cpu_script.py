@@ -11,7 +11,7 @@ import pytest
 
 from tests.methods.symspace.script_runs import TINY, fake_python, run_script
 
-OPTIONAL = ("EXTRA", "CASES", "SEEDS", "STEPS", "STREAMS")
+OPTIONAL = ("EXTRA", "CASES", "SEEDS", "STEPS", "STREAMS", "THREADS", "MODELS")
 
 
 @pytest.mark.slow  # two litlab-run subprocesses side by side, then the collect task: about 20-40 s
@@ -45,7 +45,8 @@ def test_the_cpu_script_by_default_runs_all_six_cases_seed_major_then_collects_t
     *runs, collect = calls.read_text().splitlines()
     assert len(runs) == 6 * 3 and all("task.max_steps=20000" in run and "resume=auto" in run for run in runs)
     kept = tmp_path / "results" / "symspace" / "sprite_claim_32px_study" / "fits"
-    assert all(f"task.fits_dir={kept} " in run for run in runs)
+    assert all(f"task.fits_dir={kept} " in run and "extras.torch_threads=1 " in run for run in runs)
+    assert not any("task.fit_only" in run for run in runs)
     seeds_per_case: dict[str, list[str]] = {}
     for run in runs:
         args = dict(arg.split("=", 1) for arg in run.split()[2:])
@@ -56,3 +57,17 @@ def test_the_cpu_script_by_default_runs_all_six_cases_seed_major_then_collects_t
     folders = tmp_path / "outputs" / "task" / "symspace" / "sprite_claim_32px"
     assert "task=symspace/sprite_claim_collect" in collect and "publish=true" in collect
     assert collect.count(str(folders)) == 6
+
+
+def test_the_cpu_script_can_fit_only_some_models_on_more_threads_and_then_collects_nothing(
+    tmp_path: Path,
+) -> None:
+    stub, calls = fake_python(tmp_path)
+    env = {"MODELS": "vae,fm_only", "THREADS": "2", "STREAMS": "1", "CASES": "r2r:1", "SEEDS": "[1]"}
+    done = run_script(
+        "cpu_symspace_32px.sh", unset=OPTIONAL, PYTHON=str(stub), LITLAB_ROOT=str(tmp_path), **env
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    (run,) = calls.read_text().splitlines()  # no collect task
+    assert "task.fit_only=[vae,fm_only]" in run.split() and "extras.torch_threads=2" in run.split()
+    assert "fitted only vae,fm_only" in done.stdout

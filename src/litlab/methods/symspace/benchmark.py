@@ -351,15 +351,22 @@ def symspace_benchmark(
     data: dict | None = None,
     early_stopping: Mapping[str, int] | None = None,
     fits_dir: str | None = None,
+    fit_only: Sequence[str] | None = None,
 ) -> TaskOutput:
     """Tables ``runs`` (every fit), ``table`` (mean over seeds) and ``paper_vs_ours``, and held-out
     reconstruction grids, for every split × case. ``early_stopping`` ({every, patience, min_steps}): see
     :class:`EarlyStopping`; without it every model trains ``max_steps`` steps. ``fits_dir``: where each
     case's finished fits are kept and read back (``<split>_case<n>/`` in it; default the run's ``fits/``);
-    the 32×32 CPU study keeps them under ``results/`` so that a fresh clone continues it.
+    the 32×32 CPU study keeps them under ``results/`` so that a fresh clone continues it. ``fit_only``: the
+    names of the models to fit (default all), e.g. the cheap ones while too little time is left for CartanFM.
 
     Returns ``<model>/heldout_bce`` averaged over splits, cases and seeds.
     """
+    if fit_only is not None:
+        unknown = sorted(set(fit_only) - set(models))
+        if unknown or not fit_only:
+            raise LitlabError(f"task.fit_only={list(fit_only)}: name some of {', '.join(models)}")
+        models = {name: factory for name, factory in models.items() if name in fit_only}
     output_dir = Path(ctx.output_dir)
     fits_root = Path(fits_dir).expanduser() if fits_dir else output_dir / "fits"
     stopping = EarlyStopping(**early_stopping) if early_stopping else None
