@@ -7,11 +7,11 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 import litlab
+from litlab.core.nested import leaf_changes
 
 log = logging.getLogger(__name__)
 SHOWN_CHANGES = 6  # config differences named in the resume warning; the rest are counted
@@ -43,27 +43,10 @@ def _git_state() -> tuple[list[str], str]:
     return fields, diff
 
 
-def _flat(node: Any, key: str = "") -> dict[str, Any]:
-    """A resolved config as ``{dotted.key: leaf value}`` (list items as ``key[i]``)."""
-    if isinstance(node, dict) and node:
-        children = [(f"{key}.{name}" if key else str(name), child) for name, child in node.items()]
-    elif isinstance(node, list) and node:
-        children = [(f"{key}[{index}]", child) for index, child in enumerate(node)]
-    else:
-        return {key: node}
-    return {leaf: value for child_key, child in children for leaf, value in _flat(child, child_key).items()}
-
-
 def config_changes(before: str, after: str, ignore: tuple[str, ...] = ()) -> list[str]:
     """``key: old -> new`` for every leaf outside ``ignore`` that differs between two resolved configs."""
-    old = _flat(OmegaConf.to_container(OmegaConf.create(before)))
-    new = _flat(OmegaConf.to_container(OmegaConf.create(after)))
-    missing = "(absent)"
-    return [
-        f"{key}: {old.get(key, missing)} -> {new.get(key, missing)}"
-        for key in sorted(old.keys() | new.keys())
-        if key not in ignore and old.get(key, missing) != new.get(key, missing)
-    ]
+    old, new = (OmegaConf.to_container(OmegaConf.create(config)) for config in (before, after))
+    return leaf_changes(old, new, ignore)
 
 
 def _record_later_leg(out: Path, command: str, resolved: str) -> None:
