@@ -210,6 +210,28 @@ def test_fit_only_fits_the_models_named_and_names_the_choices_when_one_is_unknow
             task(TaskContext.local(tmp_path), fit_only=wrong)
 
 
+def test_the_sprite_claim_refuses_a_fits_dir_of_another_grid_and_keeps_its_fits(
+    compose_config, tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.setenv("LITLAB_CACHE", str(tmp_path / "cache"))
+    kept = tmp_path / "kept"
+    _tiny_sprite_claim(compose_config, "task.splits=[r2r]", f"task.fits_dir={kept}", "task.fit_only=[vae]")(
+        TaskContext.local(tmp_path / "first")
+    )
+    saved = {path: path.read_bytes() for path in sorted(kept.rglob("*.*"))}
+    longer = _tiny_sprite_claim(
+        compose_config, "task.splits=[r2r]", f"task.fits_dir={kept}", "task.max_steps=8"
+    )
+    larger_grid = _tiny_sprite_claim(
+        compose_config, "task.splits=[r2r]", f"task.fits_dir={kept}", "task.data.grid.n_positions=5"
+    )
+    with pytest.raises(LitlabError, match=r"data.grid.n_positions: 4 -> 5"):
+        larger_grid(TaskContext.local(tmp_path / "second"))
+    assert {path: path.read_bytes() for path in sorted(kept.rglob("*.*"))} == saved
+    runs = longer(TaskContext.local(tmp_path / "third"), fit_only=["vae"])["tables"]["runs"]  # may grow
+    assert list(runs["model"]) == ["data", "vae"]
+
+
 class _Killed(Exception):
     """Stands for the process being killed."""
 

@@ -30,6 +30,7 @@ from litlab.core.stats import format_mean_sd
 from litlab.datamodules.sprites import FACTORS, SpritesDataModule, recombination_mask
 from litlab.fitting import FitResult, Fitter
 from litlab.methods.symspace.classifier import FactorClassifier, factor_accuracy, train_factor_classifier
+from litlab.methods.symspace.fit_protocol import check_protocol, fit_protocol
 from litlab.methods.symspace.lie import cartan_orthogonality, cartan_residuals
 from litlab.methods.symspace.module import CartanFM, ReconstructionModule, reconstruction_errors
 from litlab.task import TaskContext
@@ -193,11 +194,13 @@ def run_case(
     fit under way keeps its state there at each validation (``<model>_seed<s>.ckpt``): a killed study rerun
     with ``resume=auto`` loses at most the steps since the last validation. The state is deleted once a
     fit that stopped early is saved and kept for one that reached ``max_steps``, so a rerun with a larger
-    ``max_steps`` continues exactly those fits."""
+    ``max_steps`` continues exactly those fits. A run whose settings differ from those the saved fits were
+    made with stops with an error (:func:`check_protocol`)."""
     data = SpritesDataModule(**data_kwargs)
     data.setup()
     if fits_dir is not None:
         fits_dir.mkdir(parents=True, exist_ok=True)
+        check_protocol(fits_dir, fit_protocol(models, data_kwargs, stopping, classifier_epochs))
     jobs = [(name, seed) for seed in seeds for name in models]
     saved = {job: _saved_fit(fits_dir, *job, max_steps) for job in jobs}
     curves: dict[tuple[str, int], Curve] = {}
