@@ -21,7 +21,7 @@ from litlab.datamodules.sprites import SpritesDataModule
 from litlab.fitting import Fitter
 from litlab.methods.symspace import benchmark
 from litlab.methods.symspace.benchmark import EarlyStopping, fit, score
-from litlab.methods.symspace.claim_status import study_status
+from litlab.methods.symspace.claim_status import heldout_summary, study_status
 from litlab.methods.symspace.module import VAE, CartanFM
 from litlab.task import TaskContext
 
@@ -336,6 +336,8 @@ def test_the_status_of_a_study_names_each_fit_saved_capped_continuing_or_started
     cartanfm = runs.set_index("model").loc["cartanfm"]
     assert status.loc["cartanfm", "heldout_bce"] == cartanfm["heldout_bce"]
     assert status.loc["vae", "step"] == 6 and math.isnan(status.loc["vae", "heldout_bce"])
+    summary = heldout_summary(study_status([tmp_path]))  # saved fits only: the VAE's is not
+    assert summary.to_dict() == {"cartanfm": {"r2r_case0": f"{cartanfm['heldout_bce']:.1f} (1)"}}
 
     longer = _tiny_sprite_claim(compose_config, *patient, "task.max_steps=10")
     monkeypatch.setattr(benchmark, "score", _killed_when_scoring_cartanfm(benchmark.score))

@@ -1,6 +1,7 @@
 """Where a sprite-claim study stands, read from its run folders without touching them: every fit that is
 saved (its steps, kept step and held-out BCE) and every fit started, or continued past its old cap, but not
-saved (its step and best validation so far; it continues when the study is run again).
+saved (its step and best validation so far; it continues when the study is run again); then the saved fits'
+held-out BCE per case and model, mean ± sd over seeds.
 
 Run:  python -m litlab.methods.symspace.claim_status [folder ...]
       (default: results/symspace/sprite_claim_32px_study, where the 32x32 CPU study keeps its fits;
@@ -15,6 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 import torch
+
+from litlab.core.stats import format_mean_sd
 
 DEFAULT = Path("results/symspace/sprite_claim_32px_study")
 
@@ -87,6 +90,19 @@ def study_status(folders: list[Path]) -> pd.DataFrame:
     return rows.sort_values(["case", "seed"], kind="stable", ignore_index=True)
 
 
+MODEL_ORDER = ("vae", "beta_vae", "fm_only", "cartanfm")
+
+
+def heldout_summary(status: pd.DataFrame) -> pd.DataFrame:
+    """Held-out BCE of the saved fits as ``mean ± sd (seeds)``, one row per case, one column per model."""
+    saved = status.dropna(subset=["heldout_bce"])
+    cells = saved.groupby(["case", "model"])["heldout_bce"].agg(
+        lambda v: f"{format_mean_sd(v, 1)} ({len(v)})"
+    )
+    table = cells.unstack("model").fillna("–")
+    return table[sorted(table.columns, key=lambda m: (MODEL_ORDER + (m,)).index(m))]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -100,6 +116,8 @@ def main() -> None:
     counts = status["state"].value_counts()
     states = ("done", "capped", "continuing", "started")
     print(", ".join(f"{counts.get(state, 0)} {state}" for state in states))
+    print("\nheld-out BCE of the saved fits, mean ± sd (seeds):")
+    print(heldout_summary(status).to_string())
 
 
 if __name__ == "__main__":
