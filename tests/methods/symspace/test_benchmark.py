@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import sys
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -19,7 +21,7 @@ from litlab.core.errors import LitlabError
 from litlab.core.results import write_results
 from litlab.datamodules.sprites import SpritesDataModule
 from litlab.fitting import Fitter
-from litlab.methods.symspace import benchmark
+from litlab.methods.symspace import benchmark, claim_status
 from litlab.methods.symspace.benchmark import EarlyStopping, fit, score
 from litlab.methods.symspace.claim_status import heldout_summary, study_status
 from litlab.methods.symspace.module import VAE, CartanFM
@@ -145,6 +147,12 @@ def test_the_sprite_claim_stops_early_on_in_distribution_images_and_sets_the_pap
         2.21,
         28.81,
     )
+    check = tables["claim_check"].set_index("split")  # one seed, one comparison per case: no interval yet
+    assert list(check["versus"]) == ["vae", "vae"] and set(check["verdict"]) == {"one seed: no interval"}
+    assert (check.loc["r2r", "paper (versus − cartanfm)"], check.loc["r2e", "paper (versus − cartanfm)"]) == (
+        "+21.79",
+        "+5.04",
+    )
 
 
 def test_collecting_runs_that_each_covered_some_cases_gives_the_tables_of_one_run(
@@ -161,11 +169,10 @@ def test_collecting_runs_that_each_covered_some_cases_gives_the_tables_of_one_ru
         (folder / "plots" / f"{split}_case0_validation.png").write_bytes(b"png")
         folders.append(str(folder))
     collected = benchmark.collect_claim_runs(TaskContext.local(tmp_path / "collected"), folders)["tables"]
-    order = ["split", "case", "model"]
-    for name in ("table", "paper_vs_ours"):
+    for name, order in (("table", "model"), ("paper_vs_ours", "model"), ("claim_check", "versus")):
         pd.testing.assert_frame_equal(
-            collected[name].sort_values(order).reset_index(drop=True),
-            whole[name].sort_values(order).reset_index(drop=True),
+            collected[name].sort_values(["split", "case", order]).reset_index(drop=True),
+            whole[name].sort_values(["split", "case", order]).reset_index(drop=True),
         )
     plots = sorted(p.name for p in (tmp_path / "collected" / "plots").glob("*.png"))
     assert plots == ["r2e_case0_validation.png", "r2r_case0_validation.png"]
@@ -325,11 +332,16 @@ def test_early_stopping_does_not_end_a_fit_before_min_steps() -> None:
 
 
 def test_the_status_of_a_study_names_each_fit_saved_capped_continuing_or_started(
-    compose_config, tmp_path: Path, monkeypatch
+    compose_config, tmp_path: Path, monkeypatch, capsys
 ) -> None:
     monkeypatch.setenv("LITLAB_CACHE", str(tmp_path / "cache"))
     patient = ("task.splits=[r2r]", "task.early_stopping.patience=10")  # both fits reach max_steps
     runs = _tiny_sprite_claim(compose_config, *patient)(TaskContext.local(tmp_path / "run"))["tables"]["runs"]
+    monkeypatch.setattr(sys, "argv", ["claim_status", str(tmp_path)])
+    claim_status.main()
+    printed = capsys.readouterr().out
+    assert "0 done, 2 capped" in printed and "CartanFM against the VAE and FM-only" in printed
+    assert re.search(r"r2r +0 +vae +\+21\.79 +[+-]\d+\.\d +1 one seed: no interval", printed)
     (tmp_path / "run" / "fits" / "r2r_case0" / "vae_seed0.json").unlink()  # as if killed before it was saved
     status = study_status([tmp_path]).set_index("model")
     assert list(status["state"]) == ["capped", "started"] and list(status.index) == ["cartanfm", "vae"]

@@ -29,6 +29,7 @@ from litlab.core.results import TaskOutput
 from litlab.core.stats import format_mean_sd
 from litlab.datamodules.sprites import FACTORS, SpritesDataModule, recombination_mask
 from litlab.fitting import FitResult, Fitter
+from litlab.methods.symspace.claim_check import PAPER_HELDOUT_BCE, claim_check
 from litlab.methods.symspace.classifier import FactorClassifier, factor_accuracy, train_factor_classifier
 from litlab.methods.symspace.fit_protocol import check_protocol, fit_protocol
 from litlab.methods.symspace.lie import cartan_orthogonality, cartan_residuals
@@ -311,18 +312,6 @@ def reconstruction_grid(originals: torch.Tensor, examples: dict[str, torch.Tenso
     return fig
 
 
-# The poster's dSprites held-out reconstruction error (BCE per image; its cases c1-c3 are our cases 0-2);
-# FM-only from its ablation. β-VAE has no number there.
-PAPER_HELDOUT_BCE = {
-    ("r2e", "cartanfm"): (2.21, 1.10, 2.49),
-    ("r2r", "cartanfm"): (7.02, 9.57, 5.87),
-    ("r2e", "vae"): (7.25, 8.08, 14.96),
-    ("r2r", "vae"): (28.81, 34.64, 28.90),
-    ("r2e", "fm_only"): (1.87, 1.89, 4.52),
-    ("r2r", "fm_only"): (29.06, 23.70, 10.40),
-}
-
-
 def paper_vs_ours(runs: pd.DataFrame) -> pd.DataFrame:
     """Held-out BCE per (split, case, model): the paper's beside ours (mean ± sd over seeds, and n), ours also
     with the official evaluation's clamp (``bce_code``) where the fits recorded it."""
@@ -402,7 +391,8 @@ def symspace_benchmark(
 
 def claim_output(runs: pd.DataFrame) -> TaskOutput:
     """From the rows of every fit: ``<model>/heldout_bce`` averaged over splits, cases and seeds, and the
-    tables ``runs``, ``table`` (mean over seeds) and ``paper_vs_ours``."""
+    tables ``runs``, ``table`` (mean over seeds), ``paper_vs_ours`` and, where CartanFM ran beside
+    them, ``claim_check`` (CartanFM against the VAE and FM-only, paired over seeds)."""
     table = runs.drop(columns="seed").groupby(["split", "case", "model"], sort=False).mean().reset_index()
     log.info("\n%s", table.round(3).to_string(index=False))
     trained = runs[runs["model"] != "data"]
@@ -410,6 +400,9 @@ def claim_output(runs: pd.DataFrame) -> TaskOutput:
         f"{m}/heldout_bce": float(v) for m, v in trained.groupby("model")["heldout_bce"].mean().items()
     }
     tables = {"runs": runs, "table": table.round(3), "paper_vs_ours": paper_vs_ours(runs)}
+    check = claim_check(trained)
+    if not check.empty:  # a run without CartanFM and the VAE or FM-only has nothing to compare
+        tables["claim_check"] = check
     return {"metrics": results, "tables": tables}
 
 

@@ -1,7 +1,8 @@
 """Where a sprite-claim study stands, read from its run folders without touching them: every fit that is
 saved (its steps, kept step and held-out BCE) and every fit started, or continued past its old cap, but not
 saved (its step and best validation so far; it continues when the study is run again); then the saved fits'
-held-out BCE per case and model, mean ± sd over seeds.
+held-out BCE per case and model, mean ± sd over seeds, and CartanFM set against the VAE and FM-only case by
+case (seed-paired differences with their 95 % intervals, the verdict the finished study will publish).
 
 Run:  python -m litlab.methods.symspace.claim_status [folder ...]
       (default: results/symspace/sprite_claim_32px_study, where the 32x32 CPU study keeps its fits;
@@ -18,6 +19,7 @@ import pandas as pd
 import torch
 
 from litlab.core.stats import format_mean_sd
+from litlab.methods.symspace.claim_check import claim_check
 
 DEFAULT = Path("results/symspace/sprite_claim_32px_study")
 
@@ -103,6 +105,13 @@ def heldout_summary(status: pd.DataFrame) -> pd.DataFrame:
     return table[sorted(table.columns, key=lambda m: (MODEL_ORDER + (m,)).index(m))]
 
 
+def saved_fits(status: pd.DataFrame) -> pd.DataFrame:
+    """The saved fits of ``status`` with their case folder's name split into ``split`` and ``case``."""
+    saved = status.dropna(subset=["heldout_bce"])
+    names = saved["case"].str.extract(r"^(?P<split>.+)_case(?P<number>\d+)$")
+    return saved.assign(split=names["split"], case=names["number"].astype(int))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -118,6 +127,10 @@ def main() -> None:
     print(", ".join(f"{counts.get(state, 0)} {state}" for state in states))
     print("\nheld-out BCE of the saved fits, mean ± sd (seeds):")
     print(heldout_summary(status).to_string())
+    check = claim_check(saved_fits(status))
+    if not check.empty:
+        print("\nCartanFM against the VAE and FM-only, paired over the seeds both have:")
+        print(check.to_string(index=False))
 
 
 if __name__ == "__main__":
