@@ -3,9 +3,13 @@ and FM-only, decided by their 95 % interval and set beside the poster's."""
 
 from __future__ import annotations
 
-import pandas as pd
+import sys
+from pathlib import Path
 
-from litlab.methods.symspace.claim_check import claim_check
+import pandas as pd
+import pytest
+
+from litlab.methods.symspace.claim_check import claim_check, main, read_fits
 from litlab.methods.symspace.claim_status import saved_fits
 
 
@@ -66,3 +70,28 @@ def test_the_status_table_names_each_case_folder_by_split_and_case() -> None:
     )
     fits = saved_fits(status)
     assert list(zip(fits["split"], fits["case"], fits["model"])) == [("r2e", 2, "vae"), ("r2r", 0, "vae")]
+
+
+def test_a_refit_in_a_later_table_replaces_the_same_fit_of_an_earlier_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first = _fits("r2r", 0, {"cartanfm": [40.0, 41.0], "vae": [50.0, 52.0]})
+    data = pd.DataFrame([{"split": "r2r", "case": 0, "model": "data", "seed": 0, "heldout_bce": 0.0}])
+    (tmp_path / "run" / "tables").mkdir(parents=True)
+    pd.concat([first, data]).to_csv(tmp_path / "run" / "tables" / "runs.csv", index=False)
+    _fits("r2r", 0, {"cartanfm": [60.0]}).assign(seed=1).to_csv(tmp_path / "refit.csv", index=False)
+    fits = read_fits([tmp_path / "run", tmp_path / "refit.csv"]).set_index(["model", "seed"])["heldout_bce"]
+    assert fits.to_dict() == {
+        ("cartanfm", 0): 40.0,
+        ("cartanfm", 1): 60.0,
+        ("vae", 0): 50.0,
+        ("vae", 1): 52.0,
+    }
+
+    monkeypatch.setattr(sys, "argv", ["claim_check", str(tmp_path / "run"), str(tmp_path / "refit.csv")])
+    main()
+    assert "+1.0 ± 114.4" in capsys.readouterr().out  # paired: 50 - 40 and 52 - 60
+    monkeypatch.setattr(sys, "argv", ["claim_check", str(tmp_path / "nowhere")])
+    with pytest.raises(SystemExit, match="1"):
+        main()
+    assert "no runs table at" in capsys.readouterr().err

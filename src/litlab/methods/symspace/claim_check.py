@@ -1,8 +1,15 @@
 """The sprite claim decided case by case: CartanFM against the VAE (the paper's claim) and against FM-only
 (what the symmetric-space terms add to the flow-matching decoder), as the seed-paired difference of held-out
-BCE with its 95 % Student-t interval, beside the same difference in the poster's numbers."""
+BCE with its 95 % Student-t interval, beside the same difference in the poster's numbers.
+
+Run:  python -m litlab.methods.symspace.claim_check <run folder or runs.csv> ...
+      (a fit in a later table replaces the same split, case, model and seed in an earlier one: a refit)
+"""
 
 from __future__ import annotations
+
+import argparse
+from pathlib import Path
 
 import pandas as pd
 
@@ -47,3 +54,32 @@ def claim_check(fits: pd.DataFrame) -> pd.DataFrame:
                 }
             )
     return pd.DataFrame(rows)
+
+
+def read_fits(tables: list[Path]) -> pd.DataFrame:
+    """The fits of sprite-claim runs (their ``tables/runs.csv``, or the files named), later tables replacing
+    the same split, case, model and seed of earlier ones."""
+    frames = [pd.read_csv(path / "tables" / "runs.csv" if path.is_dir() else path) for path in tables]
+    fits = pd.concat(frames, ignore_index=True)
+    fits = fits[fits["model"] != "data"]
+    return fits.drop_duplicates(["split", "case", "model", "seed"], keep="last", ignore_index=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("tables", nargs="+", type=Path)
+    tables = parser.parse_args().tables
+    missing = [
+        str(path)
+        for path in tables
+        if not (path / "tables" / "runs.csv" if path.is_dir() else path).is_file()
+    ]
+    if missing:
+        parser.exit(1, f"claim_check: no runs table at {', '.join(missing)}\n")
+    print(claim_check(read_fits(tables)).to_string(index=False))
+
+
+if __name__ == "__main__":
+    main()
