@@ -91,6 +91,10 @@ def test_a_refit_in_a_later_table_replaces_the_same_fit_of_an_earlier_one(
     monkeypatch.setattr(sys, "argv", ["claim_check", str(tmp_path / "run"), str(tmp_path / "refit.csv")])
     main()
     assert "+1.0 ± 114.4" in capsys.readouterr().out  # paired: 50 - 40 and 52 - 60
+    _fits("r2e", 0, {"vae": [5.0]}).to_csv(tmp_path / "vae_only.csv", index=False)
+    monkeypatch.setattr(sys, "argv", ["claim_check", str(tmp_path / "vae_only.csv")])
+    main()
+    assert capsys.readouterr().out == "no case has CartanFM beside the VAE or FM-only\n"
     monkeypatch.setattr(sys, "argv", ["claim_check", str(tmp_path / "nowhere")])
     with pytest.raises(SystemExit, match="1"):
         main()

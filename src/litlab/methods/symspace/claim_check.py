@@ -56,10 +56,15 @@ def claim_check(fits: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def runs_table(path: Path) -> Path:
+    """A sprite-claim run folder's ``tables/runs.csv``, or ``path`` itself when it names a file."""
+    return path / "tables" / "runs.csv" if path.is_dir() else path
+
+
 def read_fits(tables: list[Path]) -> pd.DataFrame:
     """The fits of sprite-claim runs (their ``tables/runs.csv``, or the files named), later tables replacing
     the same split, case, model and seed of earlier ones."""
-    frames = [pd.read_csv(path / "tables" / "runs.csv" if path.is_dir() else path) for path in tables]
+    frames = [pd.read_csv(runs_table(path)) for path in tables]
     fits = pd.concat(frames, ignore_index=True)
     fits = fits[fits["model"] != "data"]
     return fits.drop_duplicates(["split", "case", "model", "seed"], keep="last", ignore_index=True)
@@ -71,14 +76,13 @@ def main() -> None:
     )
     parser.add_argument("tables", nargs="+", type=Path)
     tables = parser.parse_args().tables
-    missing = [
-        str(path)
-        for path in tables
-        if not (path / "tables" / "runs.csv" if path.is_dir() else path).is_file()
-    ]
+    missing = [str(path) for path in tables if not runs_table(path).is_file()]
     if missing:
         parser.exit(1, f"claim_check: no runs table at {', '.join(missing)}\n")
-    print(claim_check(read_fits(tables)).to_string(index=False))
+    check = claim_check(read_fits(tables))
+    print(
+        check.to_string(index=False) if not check.empty else "no case has CartanFM beside the VAE or FM-only"
+    )
 
 
 if __name__ == "__main__":
