@@ -20,6 +20,7 @@ import torch
 
 from litlab.core.stats import format_mean_sd
 from litlab.methods.symspace.claim_check import claim_check
+from litlab.methods.symspace.fit_protocol import fit_markers
 
 DEFAULT = Path("results/symspace/sprite_claim_32px_study")
 
@@ -30,9 +31,7 @@ def fit_states(fits_dir: Path) -> list[dict]:
     trained past that cap and not saved again yet) or ``started`` (not saved yet: training now, or continuing
     when the study runs again). Unsaved fits show their checkpoint's step and best validation."""
     rows = []
-    for marker in sorted(fits_dir.glob("*_seed*.json")):
-        if marker.name.endswith(".val.json"):  # a validation curve, not a fit
-            continue
+    for marker in fit_markers(fits_dir):
         row = json.loads(marker.read_text())
         checkpoint = marker.with_suffix(".ckpt")
         loop = _loop(checkpoint) if checkpoint.is_file() else None

@@ -106,8 +106,8 @@ def supersede_early_stops(fits_dir: Path, old: int, new: int) -> list[str]:
         )
     target = fits_dir / SUPERSEDED / f"min_steps{old}"
     moved = []
-    for marker in sorted(fits_dir.glob("*_seed*.json")):
-        if marker.name.endswith(".val.json") or marker.with_suffix(".ckpt").is_file():
+    for marker in fit_markers(fits_dir):
+        if marker.with_suffix(".ckpt").is_file():
             continue
         if json.loads(marker.read_text())["steps"] >= new:
             continue
@@ -132,6 +132,11 @@ def supersede_early_stops(fits_dir: Path, old: int, new: int) -> list[str]:
             ", ".join(moved),
         )
     return moved
+
+
+def fit_markers(fits_dir: Path) -> list[Path]:
+    """The ``<model>_seed<s>.json`` file of every finished fit in ``fits_dir`` (not the validation curves)."""
+    return [path for path in sorted(fits_dir.glob("*_seed*.json")) if not path.name.endswith(".val.json")]
 
 
 def _min_steps(protocol: dict[str, Any]) -> int:
